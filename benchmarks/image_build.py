@@ -1,0 +1,97 @@
+"""Image benchmarks: size against its target, warm rebuild after a launcher-only change, cold build.
+
+    python benchmarks/image_build.py size [--flavor cpu]
+    python benchmarks/image_build.py warm-rebuild [--flavor cpu]
+    python benchmarks/image_build.py cold [--flavor cpu]      # --no-cache: about 20 minutes on 2 cores
+
+Each run merges its figures into benchmarks/results/image_build.json. Build options come from
+the same TRAINSTACK_* variables as `invoke build` (./dev sets them).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from trainstack import docker_client
+from trainstack.build import BUILD_DIR, run_build
+from trainstack.matrix import load_matrix
+from trainstack.render import SourceOptions, write_build_context
+
+RESULTS = Path(__file__).parent / "results" / "image_build.json"
+SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 10.0, "gpu-cu13": 10.0}
+WARM_REBUILD_TARGET_S = 60.0
+
+
+def _sources() -> SourceOptions:
+    ca, wheels = os.environ.get("TRAINSTACK_CA_BUNDLE"), os.environ.get("TRAINSTACK_WHEELHOUSE")
+    return SourceOptions(ca_bundle=Path(ca) if ca else None, wheelhouse=Path(wheels) if wheels else None)
+
+
+def _flavor(name: str):
+    base = os.environ.get("TRAINSTACK_BASE_IMAGE")
+    return load_matrix().flavor(name, {"base_image": base} if base else {})
+
+
+def measure_size(flavor: str) -> dict:
+    client = docker_client.connect()
+    image = client.images.get(f"{load_matrix().image_name}:{flavor}")
+    size_gb = image.attrs["Size"] / 1e9
+    layers = client.api.history(image.id)
+    largest = sorted(layers, key=lambda layer: layer["Size"], reverse=True)[:5]
+    return {
+        "size_gb": round(size_gb, 3),
+        "target_gb": SIZE_TARGETS_GB[flavor],
+        "meets_target": size_gb <= SIZE_TARGETS_GB[flavor],
+        "largest_layers": [{"size_gb": round(l["Size"] / 1e9, 3), "created_by": l["CreatedBy"][-120:]} for l in largest],
+    }
+
+
+def _timed_build(flavor_name: str, no_cache: bool, touch_launcher: bool) -> float:
+    flavor = _flavor(flavor_name)
+    context = write_build_context(flavor, _sources(), BUILD_DIR / f"bench-{flavor.name}")
+    if touch_launcher:
+        (context / "launcher" / "BENCHMARK_CHANGE").write_text(str(time.time()))
+    client = docker_client.connect()
+    started = time.monotonic()
+    image_id = run_build(client, context, no_cache, progress=lambda line: None)
+    elapsed = time.monotonic() - started
+    client.images.remove(image_id, noprune=True)
+    return elapsed
+
+
+def measure_warm_rebuild(flavor: str) -> dict:
+    _timed_build(flavor, no_cache=False, touch_launcher=False)  # make sure every layer is cached
+    seconds = _timed_build(flavor, no_cache=False, touch_launcher=True)
+    return {"seconds": round(seconds, 1), "target_s": WARM_REBUILD_TARGET_S, "meets_target": seconds <= WARM_REBUILD_TARGET_S}
+
+
+def measure_cold_build(flavor: str) -> dict:
+    return {"seconds": round(_timed_build(flavor, no_cache=True, touch_launcher=False), 1), "cores": os.cpu_count()}
+
+
+def record(flavor: str, kind: str, figures: dict) -> None:
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    figures = {**figures, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+               "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
+    results.setdefault(flavor, {})[kind] = figures
+    RESULTS.parent.mkdir(exist_ok=True)
+    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
+    print(json.dumps({flavor: {kind: figures}}, indent=2))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("kind", choices=["size", "warm-rebuild", "cold"])
+    parser.add_argument("--flavor", default="cpu")
+    args = parser.parse_args()
+    measure = {"size": measure_size, "warm-rebuild": measure_warm_rebuild, "cold": measure_cold_build}[args.kind]
+    record(args.flavor, args.kind, measure(args.flavor))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,69 @@
+"""The classic Horovod + Keras recipe (horovod.tensorflow.keras), run with `trainrun mpi -np 2`.
+
+horovod.tensorflow.keras works with Keras 2 only (Horovod issue #4290): the image ships tf_keras,
+and TF_USE_LEGACY_KERAS=1 makes `tf.keras` resolve to it. Rank 0 alone writes the checkpoint.
+"""
+import json
+import os
+
+os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+
+import horovod.tensorflow.keras as hvd  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+from synthetic_digits import make_digits, training_arguments  # noqa: E402
+
+
+def build_model() -> tf.keras.Model:
+    return tf.keras.Sequential([
+        tf.keras.layers.Input(shape=(28, 28, 1)),
+        tf.keras.layers.Conv2D(8, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Conv2D(16, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(10),
+    ])
+
+
+def main():
+    parser = training_arguments(default_lr=0.02)
+    args = parser.parse_args()
+
+    hvd.init()
+    tf.random.set_seed(42)
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        tf.config.experimental.set_memory_growth(gpus[hvd.local_rank()], True)
+        tf.config.set_visible_devices(gpus[hvd.local_rank()], "GPU")
+
+    images, labels = make_digits(args.train_size, seed=0)
+    images = np.transpose(images, (0, 2, 3, 1))
+    shard = tf.data.Dataset.from_tensor_slices((images, labels)).shard(hvd.size(), hvd.rank())
+    dataset = shard.shuffle(1024, seed=hvd.rank()).batch(args.batch_size).repeat()
+    steps_per_epoch = args.train_size // hvd.size() // args.batch_size
+
+    model = build_model()
+    optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9))
+    model.compile(optimizer=optimizer, metrics=["accuracy"],
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), hvd.callbacks.MetricAverageCallback()]
+    if hvd.rank() == 0:
+        os.makedirs(args.checkpoint_dir, exist_ok=True)
+        callbacks.append(tf.keras.callbacks.ModelCheckpoint(os.path.join(args.checkpoint_dir, "model.weights.h5"),
+                                                            save_weights_only=True))
+    history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=args.epochs, callbacks=callbacks,
+                        verbose=2 if hvd.rank() == 0 else 0)
+
+    test_images, test_labels = make_digits(1000, seed=1)
+    _, accuracy = model.evaluate(np.transpose(test_images, (0, 2, 3, 1)), test_labels, verbose=0)
+    ranks_seen = int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum).numpy())
+    if hvd.rank() == 0:
+        print(f"rank {hvd.rank()} wrote {args.checkpoint_dir}/model.weights.h5", flush=True)
+        print(json.dumps({"workflow": "horovod-keras", "ranks": ranks_seen, "losses": [float(loss) for loss in history.history["loss"]],
+                          "accuracy": float(accuracy)}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""Databricks' HorovodRunner recipe: `HorovodRunner(np=2).run(train, lr=..., epochs=...)` through trainrun.
+
+    python horovod_runner_mnist.py [--np N] [--lr LR] [--epochs E] [--checkpoint-dir DIR]
+
+`train` is the classic Horovod + PyTorch loop with its imports inside it, since the function is
+pickled and run by every rank. `--np -2` is HorovodRunner's local mode; here `--np 2` runs on this
+host too (`HorovodRunner(np, spark=...)` runs it as a Spark barrier stage). Rank 0 alone writes the
+checkpoint; the driver prints rank 0's return value as the JSON summary line.
+"""
+import json
+import os
+
+from trainrun import HorovodRunner
+
+from synthetic_digits import training_arguments
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_dir: str) -> dict:
+    import os
+
+    import horovod.torch as hvd
+    import torch
+    import torch.nn.functional as F
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    from digit_net import DigitNet
+    from synthetic_digits import make_digits
+
+    hvd.init()
+    torch.manual_seed(42)
+    torch.set_num_threads(1)
+    device = torch.device("cpu")
+    if torch.cuda.is_available():
+        torch.cuda.set_device(hvd.local_rank())
+        device = torch.device("cuda", hvd.local_rank())
+
+    images, labels = make_digits(train_size, seed=0)
+    train_set = TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
+    sampler = DistributedSampler(train_set, num_replicas=hvd.size(), rank=hvd.rank())
+    loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
+
+    model = DigitNet().to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr * hvd.size(), momentum=0.9)
+    optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    hvd.broadcast_parameters(model.state_dict(), root_rank=0)
+    hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+
+    epoch_losses = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        model.train()
+        total = torch.zeros(1)
+        for batch_images, batch_labels in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(batch_images.to(device)), batch_labels.to(device))
+            loss.backward()
+            optimizer.step()
+            total += loss.detach().cpu()
+        epoch_losses.append(hvd.allreduce(total / len(loader), name="epoch_loss").item())
+        if hvd.rank() == 0:
+            print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}", flush=True)
+
+    test_images, test_labels = make_digits(1000, seed=1)
+    model.eval()
+    with torch.no_grad():
+        predictions = model(torch.from_numpy(test_images).to(device)).argmax(dim=1).cpu()
+    accuracy = (predictions == torch.from_numpy(test_labels)).float().mean().item()
+    ranks_seen = int(hvd.allreduce(torch.ones(1), name="ranks", op=hvd.Sum).item())
+    if hvd.rank() == 0:
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        checkpoint = os.path.join(checkpoint_dir, "model.pt")
+        torch.save(model.state_dict(), checkpoint)
+        print(f"rank {hvd.rank()} wrote {checkpoint}", flush=True)
+    return {"ranks": ranks_seen, "losses": epoch_losses, "accuracy": accuracy}
+
+
+def main():
+    parser = training_arguments(default_lr=0.02)
+    parser.add_argument("--np", type=int, default=2, help="N processes; -N: HorovodRunner's local mode")
+    args = parser.parse_args()
+
+    # The helper modules `train` imports must be importable by every rank.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
+    result = HorovodRunner(np=args.np).run(train, lr=args.lr, epochs=args.epochs, batch_size=args.batch_size,
+                                           train_size=args.train_size, checkpoint_dir=args.checkpoint_dir)
+    print(json.dumps({"workflow": "horovod-runner", **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

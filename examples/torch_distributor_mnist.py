@@ -1,0 +1,88 @@
+"""PySpark's own TorchDistributor, called the way Databricks and PySpark users call it.
+
+    python torch_distributor_mnist.py [--master URL] [--local-mode] [--script]
+
+Function form: `TorchDistributor(...).run(train_fn, lr, epochs)` with the imports inside the
+function; helper modules reach the executors with `addPyFile`. Script form (`--script`):
+`TorchDistributor(...).run("ddp_torch_mnist.py", "--lr=0.04")`.
+"""
+import argparse
+import json
+import os
+
+from pyspark.ml.torch.distributor import TorchDistributor
+from pyspark.sql import SparkSession
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def train_fn(lr: float, epochs: int) -> dict:
+    import os
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    from digit_net import DigitNet
+    from synthetic_digits import make_digits
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    torch.manual_seed(42)
+    torch.set_num_threads(1)
+    images, labels = make_digits(3000, seed=0)
+    train_set = TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=32, sampler=sampler)
+    model = DistributedDataParallel(DigitNet())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    losses = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        total = torch.zeros(1)
+        for batch_images, batch_labels in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(batch_images), batch_labels)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach()
+        dist.all_reduce(total)
+        losses.append(total.item() / dist.get_world_size() / len(loader))
+    test_images, test_labels = make_digits(1000, seed=1)
+    with torch.no_grad():
+        predictions = model.module(torch.from_numpy(test_images)).argmax(dim=1)
+    accuracy = (predictions == torch.from_numpy(test_labels)).float().mean().item()
+    ranks = torch.ones(1)
+    dist.all_reduce(ranks)
+    dist.destroy_process_group()
+    return {"rank": rank, "ranks": int(ranks.item()), "losses": losses, "accuracy": accuracy,
+            "local_rank": int(os.environ["LOCAL_RANK"])}
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--local-mode", action="store_true")
+    parser.add_argument("--script", action="store_true")
+    args = parser.parse_args()
+
+    # Helper modules: local mode runs torchrun on the driver (PYTHONPATH), other modes on executors (addPyFile).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
+    spark = SparkSession.builder.master(args.master).appName("torch-distributor-example").getOrCreate()
+    for module in ("digit_net.py", "synthetic_digits.py"):
+        spark.sparkContext.addPyFile(os.path.join(HERE, module))
+    distributor = TorchDistributor(num_processes=2, local_mode=args.local_mode, use_gpu=False)
+    if args.script:
+        distributor.run(os.path.join(HERE, "ddp_torch_mnist.py"), "--lr=0.04", "--checkpoint-dir=/tmp/checkpoints")
+        result = {"workflow": "torch-distributor-script"}
+    else:
+        result = {"workflow": "torch-distributor", **distributor.run(train_fn, 0.04, 3)}
+    print(json.dumps({**result, "local_mode": args.local_mode}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()

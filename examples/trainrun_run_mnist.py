@@ -1,0 +1,83 @@
+"""`trainrun.run(train, lr, epochs, backend="torch", num_processes=2)`: a DDP function on two ranks.
+
+    python trainrun_run_mnist.py [--lr LR] [--epochs E] [--checkpoint-dir DIR]
+
+The TorchDistributor style without Spark: `train` holds its imports, since the function is pickled
+and run by every rank under torchrun. Rank 0 alone writes the checkpoint; the driver prints rank 0's
+return value as the JSON summary line.
+"""
+import json
+import os
+
+import trainrun
+
+from synthetic_digits import training_arguments
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_dir: str) -> dict:
+    import os
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data import DataLoader, TensorDataset
+    from torch.utils.data.distributed import DistributedSampler
+
+    from digit_net import DigitNet
+    from synthetic_digits import make_digits
+
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    torch.manual_seed(42)
+    torch.set_num_threads(1)
+    images, labels = make_digits(train_size, seed=0)
+    train_set = TensorDataset(torch.from_numpy(images), torch.from_numpy(labels))
+    sampler = DistributedSampler(train_set)
+    loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
+    model = DistributedDataParallel(DigitNet())
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+
+    epoch_losses = []
+    for epoch in range(epochs):
+        sampler.set_epoch(epoch)
+        total = torch.zeros(1)
+        for batch_images, batch_labels in loader:
+            optimizer.zero_grad()
+            loss = F.cross_entropy(model(batch_images), batch_labels)
+            loss.backward()
+            optimizer.step()
+            total += loss.detach()
+        dist.all_reduce(total)
+        epoch_losses.append(total.item() / world / len(loader))
+        if rank == 0:
+            print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}", flush=True)
+
+    test_images, test_labels = make_digits(1000, seed=1)
+    with torch.no_grad():
+        predictions = model.module(torch.from_numpy(test_images)).argmax(dim=1)
+    accuracy = (predictions == torch.from_numpy(test_labels)).float().mean().item()
+    ranks = torch.ones(1)
+    dist.all_reduce(ranks)
+    if rank == 0:
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        checkpoint = os.path.join(checkpoint_dir, "model.pt")
+        torch.save(model.module.state_dict(), checkpoint)
+        print(f"rank {rank} wrote {checkpoint}", flush=True)
+    dist.destroy_process_group()
+    return {"ranks": int(ranks.item()), "losses": epoch_losses, "accuracy": accuracy}
+
+
+def main():
+    args = training_arguments(default_lr=0.04).parse_args()
+    # The helper modules `train` imports must be importable by every rank.
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
+    result = trainrun.run(train, args.lr, args.epochs, args.batch_size, args.train_size, args.checkpoint_dir,
+                          backend="torch", num_processes=2)
+    print(json.dumps({"workflow": "trainrun-run-torch", **result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

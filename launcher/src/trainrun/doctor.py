@@ -1,0 +1,239 @@
+"""`trainrun doctor`: preflight checks users run first; exits non-zero when something blocks training.
+
+Facts are collected once (collect_facts) and judged by pure code (run_checks), so every rule is
+unit-tested without the hardware it is about.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from importlib import metadata
+from typing import Mapping
+
+from .machine import detect_mpi_flavor
+from .netinfo import default_route_interface
+
+MANIFEST = "/etc/trainstack/manifest.json"
+FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
+REPORTED_PACKAGES = (*FRAMEWORKS, "pyspark", "mpi4py", "cloudpickle", "psutil")
+SHM_NEEDED = 1 << 30  # DataLoader workers and NCCL's shared-memory transport want far more than Docker's 64 MiB
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    status: str  # "ok", "warn" or "fail"
+    detail: str
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Facts:
+    manifest_path: str
+    manifest: dict | None
+    packages: Mapping[str, str | None]
+    gpu_count: int = 0
+    driver_version: str | None = None
+    driver_cuda: str | None = None  # the newest CUDA the driver supports (nvidia-smi's "CUDA Version")
+    torch_cuda: str | None = None
+    shm_bytes: int | None = None
+    primary_interface: str | None = None
+    interfaces: tuple[str, ...] = ()
+    mpi: str | None = None  # e.g. "openmpi 4.1.4"
+    java: str | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def manifest_checks(facts: Facts) -> list[Check]:
+    if facts.manifest is None:
+        return [Check("manifest", "ok", f"no image manifest at {facts.manifest_path}: plain host")]
+    m = facts.manifest
+    checks = [Check("manifest", "ok", f"{facts.manifest_path}: flavor {m.get('flavor')}, python {m.get('python')}")]
+    for name, wanted in sorted((m.get("packages") or {}).items()):
+        have = facts.packages.get(name)
+        if have is None and name in facts.packages:
+            checks.append(Check(name, "fail", f"the manifest lists {wanted} but it is not installed",
+                                "the image is damaged or the environment changed: use a fresh image"))
+        elif have is not None and have != wanted:
+            checks.append(Check(name, "fail", f"installed {have}, the image manifest says {wanted}",
+                                f"pip install {name}=={wanted}, or rebuild the image"))
+    return checks
+
+
+def package_checks(facts: Facts) -> list[Check]:
+    checks = [Check(name, "ok", version) for name, version in sorted(facts.packages.items()) if version]
+    if not any(facts.packages.get(name) for name in FRAMEWORKS):
+        checks.append(Check("framework", "fail", "none of torch, tensorflow, horovod is installed",
+                            "pip install torch (or use a trainstack image)"))
+    return checks
+
+
+def cuda_checks(facts: Facts) -> list[Check]:
+    if facts.gpu_count == 0:
+        return [Check("gpu", "ok", "no NVIDIA GPU visible: CPU training")]
+    checks = [Check("gpu", "ok", f"{facts.gpu_count} GPU(s), driver {facts.driver_version}, "
+                                 f"supports CUDA up to {facts.driver_cuda}")]
+    manifest_cuda = ((facts.manifest or {}).get("libraries") or {}).get("cuda")
+    runtime = manifest_cuda or facts.torch_cuda
+    if runtime and facts.driver_cuda:
+        need, have = _version_tuple(runtime), _version_tuple(facts.driver_cuda)
+        if need[:1] > have[:1]:
+            checks.append(Check("cuda", "fail", f"CUDA runtime {runtime} needs a driver for CUDA {need[0]}.x; "
+                                f"this driver supports up to {facts.driver_cuda}",
+                                f"upgrade the NVIDIA driver, or use an image built for CUDA <= {facts.driver_cuda}"))
+        elif need > have:
+            checks.append(Check("cuda", "warn", f"CUDA runtime {runtime} is newer than the driver's "
+                                f"{facts.driver_cuda}: runs only through minor-version compatibility",
+                                "upgrade the NVIDIA driver if kernels fail to load (PTX JIT errors)"))
+        else:
+            checks.append(Check("cuda", "ok", f"runtime {runtime} <= driver's {facts.driver_cuda}"))
+    if facts.gpu_count > 1 and "NCCL_P2P_DISABLE" not in facts.environ:
+        checks.append(Check("nccl-p2p", "ok", "GPU peer-to-peer enabled",
+                            "if NCCL fails with peer access errors (e.g. 'peer access is not supported'), "
+                            "set NCCL_P2P_DISABLE=1"))
+    return checks
+
+
+def network_checks(facts: Facts) -> list[Check]:
+    configured = facts.environ.get("NCCL_SOCKET_IFNAME")
+    if configured:
+        wanted = [name.lstrip("^=") for name in configured.split(",")]
+        if configured.startswith("^") or any(name in facts.interfaces for name in wanted):
+            return [Check("nccl-socket", "ok", f"NCCL_SOCKET_IFNAME={configured}")]
+        return [Check("nccl-socket", "fail", f"NCCL_SOCKET_IFNAME={configured} names no interface here "
+                      f"({', '.join(facts.interfaces) or 'none found'})",
+                      f"export NCCL_SOCKET_IFNAME={facts.primary_interface or 'eth0'}")]
+    if facts.primary_interface is None:
+        return [Check("nccl-socket", "warn", "no default route found: multi-node jobs cannot pick an interface",
+                      "set NCCL_SOCKET_IFNAME (and GLOO_SOCKET_IFNAME) to the interface the nodes share")]
+    return [Check("nccl-socket", "ok", f"primary interface {facts.primary_interface}",
+                  f"if multi-node NCCL fails with ncclInternalError, export "
+                  f"NCCL_SOCKET_IFNAME={facts.primary_interface} (and GLOO_SOCKET_IFNAME for Gloo)")]
+
+
+def shm_checks(facts: Facts) -> list[Check]:
+    if facts.shm_bytes is None:
+        return [Check("/dev/shm", "warn", "/dev/shm is missing", "mount a tmpfs at /dev/shm (docker: --shm-size=8g)")]
+    size = f"{facts.shm_bytes / (1 << 20):.0f} MiB"
+    if facts.shm_bytes >= SHM_NEEDED:
+        return [Check("/dev/shm", "ok", size)]
+    hint = "run the container with --shm-size=8g or --ipc=host"
+    # NCCL's shared-memory transport fails outright when it runs out; DataLoader workers only on big batches.
+    status = "fail" if facts.gpu_count > 1 else "warn"
+    return [Check("/dev/shm", status, f"{size}: too small for DataLoader workers and NCCL", hint)]
+
+
+def tool_checks(facts: Facts) -> list[Check]:
+    libraries = (facts.manifest or {}).get("libraries") or {}
+    checks = []
+    for name, found, wanted_by_image, install in (
+        ("mpi", facts.mpi, libraries.get("openmpi"), "apt-get install openmpi-bin (for trainrun mpi)"),
+        ("java", facts.java, libraries.get("java"), "apt-get install openjdk-17-jre-headless (for trainrun spark)"),
+    ):
+        if found:
+            checks.append(Check(name, "ok", found))
+        else:
+            status = "fail" if wanted_by_image else "warn"
+            checks.append(Check(name, status, "not found" + (" though the image manifest lists it"
+                                                             if wanted_by_image else ""), install))
+    if facts.packages.get("pyspark") and not facts.java:
+        checks.append(Check("spark", "warn", "pyspark is installed but cannot start without Java", checks[-1].hint))
+    return checks
+
+
+def run_checks(facts: Facts) -> list[Check]:
+    return [*manifest_checks(facts), *package_checks(facts), *cuda_checks(facts), *network_checks(facts),
+            *shm_checks(facts), *tool_checks(facts)]
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _run(argv: list[str]) -> str | None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout + out.stderr if out.returncode == 0 else None
+
+
+def _nvidia_facts() -> tuple[int, str | None, str | None]:
+    if shutil.which("nvidia-smi") is None:
+        return 0, None, None
+    listing = _run(["nvidia-smi", "-L"]) or ""
+    summary = _run(["nvidia-smi"]) or ""
+    driver = re.search(r"Driver Version:\s*([\d.]+)", summary)
+    cuda = re.search(r"CUDA Version:\s*([\d.]+)", summary)
+    return (sum(1 for line in listing.splitlines() if line.startswith("GPU ")),
+            driver.group(1) if driver else None, cuda.group(1) if cuda else None)
+
+
+def _torch_cuda() -> str | None:
+    out = _run([sys.executable, "-c", "import torch; print(torch.version.cuda or '')"])
+    return out.strip() or None if out else None
+
+
+def _mpi() -> str | None:
+    flavor = detect_mpi_flavor()
+    if flavor is None:
+        return None
+    version = re.search(r"(\d+\.\d+(\.\d+)?)", _run(["mpirun", "--version"]) or "")
+    return f"{flavor} {version.group(1)}" if version else flavor
+
+
+def _java() -> str | None:
+    if shutil.which("java") is None:
+        return None
+    found = re.search(r'version "([^"]+)"', _run(["java", "-version"]) or "")
+    return found.group(1) if found else "found"
+
+
+def collect_facts(environ: Mapping[str, str]) -> Facts:
+    import psutil
+
+    manifest_path = environ.get("TRAINSTACK_MANIFEST", MANIFEST)
+    try:
+        with open(manifest_path) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        manifest = None
+    names = set(REPORTED_PACKAGES) | set((manifest or {}).get("packages") or {})
+    gpu_count, driver, driver_cuda = _nvidia_facts()
+    shm = shutil.disk_usage("/dev/shm").total if os.path.isdir("/dev/shm") else None
+    return Facts(manifest_path, manifest, {name: _installed(name) for name in sorted(names)}, gpu_count, driver,
+                 driver_cuda, _torch_cuda() if gpu_count else None, shm, default_route_interface(),
+                 tuple(sorted(psutil.net_if_addrs())), _mpi(), _java(), dict(environ))
+
+
+def format_checks(checks: list[Check]) -> str:
+    lines = []
+    for check in checks:
+        lines.append(f"{check.status.upper() if check.status == 'fail' else check.status:<5} "
+                     f"{check.name:<14} {check.detail}")
+        if check.hint:
+            lines.append(f"{'':<20} -> {check.hint}")
+    return "\n".join(lines) + "\n"
+
+
+def main(as_json: bool = False) -> int:
+    checks = run_checks(collect_facts(os.environ))
+    blocking = [c for c in checks if c.status == "fail"]
+    if as_json:
+        sys.stdout.write(json.dumps({"ok": not blocking, "checks": [asdict(c) for c in checks]}, indent=2) + "\n")
+    else:
+        sys.stdout.write(format_checks(checks))
+        sys.stdout.write(f"{len(blocking)} problem(s) block training\n" if blocking else "ready to train\n")
+    return 1 if blocking else 0

@@ -1,0 +1,41 @@
+"""Job descriptions, one per backend, as the CLI and the Python API build them."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .hosts import HostSlots
+from .program import Program
+
+
+@dataclass(frozen=True)
+class MpiJob:
+    num_processes: int
+    program: Program
+    hosts: tuple[HostSlots, ...] = ()
+    env: tuple[str, ...] = ()  # -x NAME or -x NAME=VALUE
+    gloo: bool = False  # Horovod's Gloo controller (horovodrun --gloo) instead of mpirun
+
+
+@dataclass(frozen=True)
+class TorchJob:
+    nproc_per_node: int
+    program: Program
+    nnodes: int = 1
+    node_rank: int = 0
+    master_addr: str | None = None
+    master_port: int | None = None
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+
+
+@dataclass(frozen=True)
+class SparkJob:
+    num_processes: int
+    program: Program
+    master: str | None = None
+    template: str | None = None
+    template_set: tuple[tuple[str, str], ...] = ()  # template overrides, e.g. ("executor.instances", "4")
+    conf: tuple[tuple[str, str], ...] = ()
+    use_gpu: bool | None = None  # None: use GPUs when the Spark conf gives tasks GPUs
+    local_mode: bool = False
+    framework: str = "torch"  # "torch": torchrun in each task; "horovod": Horovod Gloo ranks

@@ -1,0 +1,94 @@
+"""Facts about the launching machine that plans depend on, detected once and injectable in tests."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class Machine:
+    is_root: bool
+    cpu_count: int
+    environ: Mapping[str, str]
+    python: str
+    free_port: int
+    mpi_flavor: str | None = None  # "openmpi", "mpich" or None when no mpirun
+    has_torch: bool = True
+    has_pyspark: bool = True
+    has_java: bool = True
+    horovodrun: str | None = "horovodrun"
+    spark_home: str | None = None
+    gpu_count: int = 0
+
+
+# What mpirun links to names the implementation without running it (a launch should not pay for that).
+_LAUNCHER_FLAVORS = {"orterun": "openmpi", "prterun": "openmpi", "mpiexec.hydra": "mpich", "mpiexec.hydra.exe": "mpich"}
+
+
+def detect_mpi_flavor(mpirun: str = "mpirun") -> str | None:
+    path = shutil.which(mpirun)
+    if path is None:
+        return None
+    flavor = _LAUNCHER_FLAVORS.get(os.path.basename(os.path.realpath(path)))
+    if flavor:
+        return flavor
+    try:
+        out = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    text = (out.stdout + out.stderr).lower()
+    if "open mpi" in text or "open-mpi" in text:
+        return "openmpi"
+    if "hydra" in text or "mpich" in text or "intel(r) mpi" in text:
+        return "mpich"
+    return None
+
+
+def pick_free_port(host: str = "") -> int:
+    """A port free right now; the caller hands it to a process that binds it moments later."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]
+
+
+def _spark_home() -> str | None:
+    if os.environ.get("SPARK_HOME"):
+        return os.environ["SPARK_HOME"]
+    spec = importlib.util.find_spec("pyspark")
+    if spec is None or spec.origin is None:
+        return None
+    return os.path.dirname(spec.origin)
+
+
+def _gpu_count() -> int:
+    if shutil.which("nvidia-smi") is None:
+        return 0
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
+
+
+def detect_machine(backend: str) -> Machine:
+    """Probe only what `backend` needs, so a launch stays cheap."""
+    return Machine(
+        is_root=os.geteuid() == 0,
+        cpu_count=os.cpu_count() or 1,
+        environ=dict(os.environ),
+        python=sys.executable,
+        free_port=pick_free_port(),
+        mpi_flavor=detect_mpi_flavor() if backend in ("mpi", "horovod") else None,
+        has_torch=importlib.util.find_spec("torch") is not None,
+        has_pyspark=backend == "spark" and importlib.util.find_spec("pyspark") is not None,
+        has_java=backend == "spark" and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))),
+        horovodrun=shutil.which("horovodrun"),
+        spark_home=_spark_home() if backend == "spark" else None,
+        gpu_count=_gpu_count() if backend == "spark" else 0,
+    )

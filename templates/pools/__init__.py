@@ -1,0 +1,1 @@
+"""The packaged pool templates (*.yaml); a package so importlib.resources finds them."""

@@ -1,0 +1,25 @@
+"""Spark GPU pool templates: data checked before anything starts, rendered for each platform."""
+from .barrier import check_barrier_job
+from .errors import Problem, TemplateError, TemplateWarning
+from .loading import load_template, packaged_templates, read_template
+from .overrides import parse_assignments
+from .render import TARGETS, render
+from .resources import package_file
+from .schema import PoolTemplate
+from .validation import validate
+
+__all__ = [
+    "TARGETS",
+    "PoolTemplate",
+    "Problem",
+    "TemplateError",
+    "TemplateWarning",
+    "check_barrier_job",
+    "load_template",
+    "package_file",
+    "packaged_templates",
+    "parse_assignments",
+    "read_template",
+    "render",
+    "validate",
+]

@@ -1,0 +1,71 @@
+"""invoke tasks for a local pool of containers: up, status, submit, down (mounted as `pool`)."""
+from __future__ import annotations
+
+import functools
+import shlex
+import sys
+
+from invoke import task
+from invoke.exceptions import Exit
+
+from pooltemplates import TemplateError
+from pooltemplates import pool
+from pooltemplates.render.local_pool import MASTER_PORT, MASTER_UI_PORT
+
+NAME_HELP = f"pool name, the prefix of its containers and network (default {pool.DEFAULT_POOL})"
+
+
+def pool_errors(function):
+    """A bad option or a failed docker step ends the task with its message and exit code 1."""
+
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except (pool.PoolError, TemplateError) as err:
+            raise Exit(f"error: {err}", code=1) from None
+
+    return wrapper
+
+
+@task(help={
+    "template": "a packaged template or a .yaml path (default local-pool)",
+    "workers": "worker containers, one executor each (default 2)",
+    "image": "image of every container (default trainstack:cpu, or trainstack:gpu with --gpus nvidia)",
+    "gpus": "placeholder (GPU addresses without GPUs) or nvidia (real GPUs through the NVIDIA runtime)",
+    "name": NAME_HELP,
+    "master-port": f"host port on 127.0.0.1 for the master (default {MASTER_PORT})",
+    "ui-port": f"host port on 127.0.0.1 for the master web UI (default {MASTER_UI_PORT})",
+    "share": "a directory mounted read-only at /job in every container, e.g. your training scripts",
+    "timeout": "seconds to wait for every worker to register (default 180)",
+})
+@pool_errors
+def up(c, template="local-pool", workers=2, image=None, gpus="placeholder", name=pool.DEFAULT_POOL,
+       master_port=MASTER_PORT, ui_port=MASTER_UI_PORT, share=None, timeout=180):
+    """Start a Spark standalone master and workers in containers; wait until all are ALIVE with their GPUs."""
+    pool.up(template, workers, image, gpus, name, master_port, ui_port, share, timeout)
+    print(pool.status(name))
+
+
+@task(help={"name": NAME_HELP})
+@pool_errors
+def status(c, name=pool.DEFAULT_POOL):
+    """Print the pool's master URLs and its workers: state, cores, memory, GPUs."""
+    print(pool.status(name))
+
+
+@task(help={"name": NAME_HELP})
+@pool_errors
+def submit(c, name=pool.DEFAULT_POOL):
+    """Run the command after `--` as a driver in a container on the pool network (cwd: the --share dir)."""
+    code = pool.submit(shlex.split(c.remainder), name)
+    if code:
+        raise Exit(code=code)
+
+
+@task(help={"name": NAME_HELP})
+@pool_errors
+def down(c, name=pool.DEFAULT_POOL):
+    """Remove every container and the network of the pool (found by label, from any shell)."""
+    removed = pool.down(name)
+    print(f"removed {', '.join(removed)}" if removed else f"no pool {name!r} to remove", file=sys.stderr)

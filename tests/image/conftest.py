@@ -1,0 +1,63 @@
+"""Runs commands inside the built image through the docker SDK; every container is removed afterwards."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import docker
+import docker.errors
+import pytest
+
+IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
+UNITS_DIR = Path(__file__).parent / "units"
+
+
+class ImageRunner:
+    def __init__(self, client: docker.DockerClient, image: str):
+        self.client = client
+        self.image = image
+
+    def run(self, command: list[str] | str, expect: int = 0, timeout: int = 300, env: dict | None = None,
+            volumes: dict | None = None, user: str | None = None) -> str:
+        """Runs `command` with the test units mounted at /units; asserts the exit code; returns the output."""
+        mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, **(volumes or {})}
+        container = self.client.containers.create(
+            self.image, command=command, environment=env or {}, volumes=mounts, shm_size="1g",
+            user=user, detach=True,
+        )
+        try:
+            container.start()
+            status = container.wait(timeout=timeout)["StatusCode"]
+            output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+        finally:
+            container.remove(force=True)
+        assert status == expect, f"exit {status}, expected {expect}; output:\n{output[-4000:]}"
+        return output
+
+
+@pytest.fixture(scope="session")
+def docker_client() -> docker.DockerClient:
+    return docker.from_env(timeout=900)
+
+
+@pytest.fixture(scope="session")
+def built_image(docker_client):
+    """Returns the named image, or fails the test saying how to build it."""
+
+    def get(name: str, how_to_build: str) -> docker.models.images.Image:
+        try:
+            return docker_client.images.get(name)
+        except docker.errors.ImageNotFound:
+            pytest.fail(f"{name} is not built; run `{how_to_build}`")
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def image(built_image) -> docker.models.images.Image:
+    return built_image(IMAGE, "invoke build` (or set TRAINSTACK_TEST_IMAGE")
+
+
+@pytest.fixture(scope="session")
+def in_image(docker_client, image) -> ImageRunner:
+    return ImageRunner(docker_client, IMAGE)

@@ -1,0 +1,51 @@
+"""The frameworks load and run together inside the image, as its user would run them."""
+import re
+
+import pytest
+
+
+def test_frameworks_import_together(in_image):
+    output = in_image.run(["python", "-c",
+        "import torch, tensorflow as tf, horovod.torch, horovod.tensorflow, pyspark;"
+        "print(torch.__version__, tf.__version__, pyspark.__version__)"])
+    assert re.search(r"^2\.13\.0\+cpu 2\.21\.0 4\.3\.0$", output, re.MULTILINE), output
+
+
+@pytest.mark.parametrize(
+    ("launcher", "unit", "framework"),
+    [
+        (["mpirun", "-np", "2"], "hvd_allreduce_torch.py", "torch"),
+        (["mpirun", "-np", "2"], "hvd_allreduce_tf.py", "tf"),
+        (["horovodrun", "-np", "2", "--gloo"], "hvd_allreduce_torch.py", "torch"),
+    ],
+    ids=["torch-mpirun", "tensorflow-mpirun", "torch-horovod-gloo"],
+)
+def test_horovod_two_rank_allreduce(in_image, launcher, unit, framework):
+    output = in_image.run([*launcher, "python", f"/units/{unit}"])
+    assert f"{framework} rank 0/2 allreduce=3.0" in output
+    assert f"{framework} rank 1/2 allreduce=3.0" in output
+
+
+def test_open_mpi_shared_memory_works_in_containers(in_image):
+    """Cross-memory attach fails under docker's default ptrace policy ("Read -1, expected N, errno = 1")."""
+    settings = in_image.run(["ompi_info", "--param", "btl", "vader", "--level", "9"])
+    assert 'btl_vader_single_copy_mechanism" (current value: "none"' in settings
+    output = in_image.run(["mpirun", "-np", "2", "python", "-c",
+                           "from mpi4py import MPI; import numpy as np; b = np.ones(1 << 20);"
+                           "MPI.COMM_WORLD.Allreduce(MPI.IN_PLACE, b); print('sum', b[0])"])
+    assert output.count("sum 2.0") == 2
+    assert "Read -1" not in output
+
+
+def test_torchrun_ddp_step_over_gloo(in_image):
+    output = in_image.run(["torchrun", "--nproc-per-node", "2", "/units/ddp_step.py"])
+    assert "ddp rank 0/2 local_rank 0 in sync" in output
+    assert "ddp rank 1/2 local_rank 1 in sync" in output
+
+
+def test_pyspark_local_job(in_image):
+    assert "spark 4.3.0 ok" in in_image.run(["python", "/units/spark_job.py"])
+
+
+def test_java_17(in_image):
+    assert 'version "17.' in in_image.run(["java", "-version"])

@@ -1,0 +1,79 @@
+"""What the image is: its user, its manifest, its pins, and what it must not contain."""
+import io
+import json
+import tarfile
+
+from trainstack.build import verify_image
+from trainstack.matrix import load_matrix
+
+CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
+
+
+def test_runs_as_non_root(in_image):
+    assert in_image.run(["id", "-un"]).strip() == "trainer"
+    assert in_image.run(["id", "-u"]).strip() != "0"
+
+
+def test_manifest_and_installed_versions_match_the_matrix(docker_client, image):
+    manifest = verify_image(docker_client, image.id, load_matrix().flavor("cpu"))
+    assert manifest["packages"]["horovod"] == "0.28.1"
+    assert {"PyTorch", "TensorFlow"} <= set(manifest["horovod"]["frameworks"])
+
+
+def test_constraints_refuse_replacing_the_stack(in_image):
+    output = in_image.run(["pip", "install", "--no-index", "torch==2.12.0"], expect=1)
+    assert "torch==2.13.0+cpu" in output or "constraint" in output.lower(), output
+
+
+def test_no_ca_bundle_or_proxy_in_history(docker_client, image):
+    history = json.dumps(docker_client.api.history(image.id))
+    for leftover in ("build-ca", "ca-bundle", "PIP_CERT", "HTTP_PROXY", "HTTPS_PROXY", "wheelhouse"):
+        assert leftover not in history
+    config = json.dumps(image.attrs["Config"])
+    for leftover in ("PIP_CERT", "PROXY", "build-ca"):
+        assert leftover not in config
+
+
+def test_no_layer_holds_the_build_ca_bundle(docker_client, image):
+    """Scans every layer of the saved image for the bundle's path or its exact bytes."""
+    with open(CA_BUNDLE, "rb") as bundle_file:
+        bundle = bundle_file.read()
+    found = []
+    outer = tarfile.open(fileobj=_ChunkReader(docker_client.api.get_image(image.id)), mode="r|")
+    for member in outer:
+        if not member.name.endswith("layer.tar") and not member.name.startswith("blobs/"):
+            continue
+        layer_data = outer.extractfile(member)
+        if layer_data is None:
+            continue
+        try:
+            layer = tarfile.open(fileobj=layer_data, mode="r|")
+            for entry in layer:
+                if "build-ca" in entry.name or "ca-bundle.crt" in entry.name:
+                    found.append(entry.name)
+                elif entry.isfile() and entry.size == len(bundle) and layer.extractfile(entry).read() == bundle:
+                    found.append(entry.name)
+        except tarfile.ReadError:
+            continue  # a blob that is not a layer (config, manifest)
+    assert found == []
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file object over the docker SDK's chunk iterator, for streaming tarfile reads."""
+
+    def __init__(self, chunks):
+        self._chunks = iter(chunks)
+        self._buffer = b""
+
+    def readable(self):
+        return True
+
+    def readinto(self, target):
+        while not self._buffer:
+            try:
+                self._buffer = next(self._chunks)
+            except StopIteration:
+                return 0
+        size = min(len(target), len(self._buffer))
+        target[:size], self._buffer = self._buffer[:size], self._buffer[size:]
+        return size

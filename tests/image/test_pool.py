@@ -1,0 +1,144 @@
+"""A real pool of the image (1 master + 2 workers): jobs across the workers, a killed worker, pool.down.
+
+Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
+in file order: the worker kill damages the pool, so it comes last but for `down`.
+"""
+from __future__ import annotations
+
+import io
+import re
+import socket
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from pooltemplates import pool
+from pooltemplates.pool.master import read_master_state
+from pooltemplates.render.local_pool import POOL_LABEL
+
+UNITS_DIR = Path(__file__).parent / "units"
+JOB_TIMEOUT = 240
+# Fail at the first lost task instead of retrying it or the barrier stage on what is left.
+FAIL_FAST = ["--conf", "spark.task.maxFailures=1", "--conf", "spark.stage.maxConsecutiveAttempts=1"]
+
+
+class StreamedOutput(io.StringIO):
+    """A job's output as it arrives, readable from another thread."""
+
+    def wait_for(self, pattern: str, count: int, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while len(re.findall(pattern, self.getvalue())) < count:
+            assert time.monotonic() < deadline, f"no {count} x {pattern!r} in:\n{self.getvalue()[-4000:]}"
+            time.sleep(0.5)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def pool_leftovers(docker_client, name: str) -> list[str]:
+    containers = docker_client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"})
+    networks = docker_client.networks.list(filters={"label": f"{POOL_LABEL}={name}"})
+    return [item.name for item in (*containers, *networks)]
+
+
+@pytest.fixture(scope="module")
+def running_pool(docker_client, image):
+    name = f"tspool-{uuid.uuid4().hex[:6]}"
+    try:
+        yield pool.up(workers=2, image=image.id, name=name, master_port=free_port(), ui_port=free_port(),
+                      share=str(UNITS_DIR), client=docker_client)
+    finally:
+        pool.down(name, client=docker_client)
+
+
+def submit(docker_client, plan: dict, command: list[str], out: io.StringIO | None = None) -> tuple[int, str]:
+    out = out or io.StringIO()
+    code = pool.submit(command, plan["pool"], docker_client, out)
+    return code, out.getvalue()
+
+
+def trainrun_spark(plan: dict, *args: str) -> list[str]:
+    return ["trainrun", "spark", "--timeout", str(JOB_TIMEOUT), "--master", plan["master_url"]["network"],
+            "--num-processes", "2", "--template", "local-pool", *args]
+
+
+def test_up_refuses_a_port_in_use(docker_client, image):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        taken = holder.getsockname()[1]
+        with pytest.raises(pool.PoolError, match=rf"^--ui-port = {taken}: is already in use on 127.0.0.1"):
+            pool.up(image=image.id, name="tspool-port", master_port=free_port(), ui_port=taken,
+                    client=docker_client)
+
+
+def test_up_refuses_an_image_not_built(docker_client):
+    with pytest.raises(pool.PoolError, match=r"^--image = 'trainstack:no-such-tag': is not built"):
+        pool.up(image="trainstack:no-such-tag", name="tspool-image", client=docker_client)
+
+
+def test_up_that_fails_leaves_nothing(docker_client, image):
+    name = f"tspool-{uuid.uuid4().hex[:6]}"
+    with pytest.raises(pool.PoolError, match="not ready after 1s"):
+        pool.up(image=image.id, name=name, master_port=free_port(), ui_port=free_port(), timeout=1,
+                client=docker_client)
+    assert pool_leftovers(docker_client, name) == []
+
+
+def test_workers_alive_with_distinct_placeholder_gpus(running_pool):
+    workers = read_master_state(running_pool["ui_url"])["workers"]
+    assert sorted((w["state"], w["cores"], w["resources"]["gpu"]["addresses"]) for w in workers) == [
+        ("ALIVE", 2, ["0"]), ("ALIVE", 2, ["1"])]
+    table = pool.status(running_pool["pool"])
+    assert re.search(rf"{running_pool['pool']}-worker-1 .* ALIVE +0/2 +0/1024 MiB +0 +0/1", table), table
+    assert re.search(rf"{running_pool['pool']}-worker-2 .* ALIVE +0/2 +0/1024 MiB +1 +0/1", table), table
+
+
+def test_torchrun_gloo_job_spans_both_workers_with_distinct_gpus(docker_client, running_pool):
+    # One GPU per task leaves one task slot per executor: the two ranks run on different workers.
+    code, output = submit(docker_client, running_pool, trainrun_spark(
+        running_pool, "--set", "gpu.per_task=1", "--use-gpu", "--", "/job/pool_rank.py"))
+    assert code == 0, output[-4000:]
+    ranks = re.findall(r"pool rank (\d)/2 on (\S+) gpu (\S+) in sync", output)
+    assert sorted(rank for rank, _, _ in ranks) == ["0", "1"], output[-4000:]
+    assert {host for _, host, _ in ranks} == {f"{running_pool['pool']}-worker-{n}" for n in (1, 2)}
+    assert sorted(gpu for _, _, gpu in ranks) == ["0", "1"]
+
+
+def test_horovod_spark_run_across_both_workers(docker_client, running_pool):
+    code, output = submit(docker_client, running_pool, [
+        "timeout", str(JOB_TIMEOUT), "python", "/job/pool_horovod_spark.py", running_pool["master_url"]["network"]])
+    assert code == 0, output[-4000:]
+    ranks = re.findall(r"horovod.spark rank (\d) on (\S+) allreduce=3.0", output)
+    assert sorted(rank for rank, _ in ranks) == ["0", "1"], output[-4000:]
+    assert {host for _, host in ranks} == {f"{running_pool['pool']}-worker-{n}" for n in (1, 2)}
+
+
+def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
+    out = StreamedOutput()
+    result: list[int] = []
+    command = trainrun_spark(running_pool, "--set", "gpu.per_task=1", *FAIL_FAST, "--",
+                             "/job/pool_rank.py", "--hold", "600")
+    job = threading.Thread(target=lambda: result.append(pool.submit(command, running_pool["pool"],
+                                                                    docker_client, out)))
+    job.start()
+    out.wait_for(r"pool rank \d holding", count=2, timeout=JOB_TIMEOUT)
+    docker_client.containers.get(f"{running_pool['pool']}-worker-2").kill()
+    killed = time.monotonic()
+    job.join(timeout=120)
+    assert not job.is_alive(), f"job still running 120s after the kill:\n{out.getvalue()[-4000:]}"
+    print(f"job failed {time.monotonic() - killed:.1f}s after the kill")
+    assert result[0] != 0
+    assert re.search(r"trainrun: (Spark barrier stage failed|rank \d exited)", out.getvalue()), out.getvalue()[-4000:]
+
+
+def test_down_leaves_no_containers_or_networks(docker_client, running_pool):
+    removed = pool.down(running_pool["pool"], client=docker_client)
+    assert running_pool["network"]["name"] in removed
+    assert pool_leftovers(docker_client, running_pool["pool"]) == []

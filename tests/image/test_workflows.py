@@ -1,0 +1,15 @@
+"""Workflows users bring from Databricks, Synapse, TorchDistributor and Horovod images train in the image."""
+import pytest
+
+from trainstack.workflows import WORKFLOWS, checkpoint_writers, summary
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=[w.name for w in WORKFLOWS])
+def test_workflow_learns_with_every_rank(in_image, workflow):
+    output = in_image.run(workflow.command, timeout=600)
+    result = summary(output)
+    assert result["ranks"] == 2, output[-3000:]
+    assert result["losses"][-1] < result["losses"][0] / 2, result
+    assert result["accuracy"] >= workflow.min_accuracy, result
+    if workflow.writes_checkpoint:
+        assert checkpoint_writers(output) == ["rank 0"], output[-3000:]

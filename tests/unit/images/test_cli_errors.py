@@ -1,0 +1,35 @@
+"""Bad input to the invoke tasks: one clear error, a non-zero exit, and no docker call made."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from trainstack.matrix import REPO_ROOT
+
+
+def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "invoke", *args], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60,
+        env={**os.environ, "DOCKER_HOST": "unix:///nonexistent/docker.sock", **(env or {})},
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["build", "--flavor", "tpu"], "error: flavor: unknown flavor 'tpu'; valid: cpu, gpu, gpu-cu13"),
+        (["build", "--gpu", "--set", "torch=2.10.0", "--set", "tensorflow=2.21.0"],
+         "error: rule tensorflow-2.21-cuda-stack:"),
+        (["build", "--set", "torch"], "error: --set: 'torch' is not KEY=VALUE"),
+        (["build", "--ca-bundle", "/nonexistent/ca.pem"], "error: --ca-bundle: /nonexistent/ca.pem is not a file"),
+        (["render", "--wheelhouse", "/nonexistent/wheels"], "error: --wheelhouse: /nonexistent/wheels is not a directory"),
+        (["build"], "error: docker: the daemon is not reachable"),
+        (["push", "--registry", "localhost:5000"], "error: docker: the daemon is not reachable"),
+    ],
+)
+def test_bad_input_gives_one_clear_error(args, message):
+    result = invoke(*args)
+    assert result.returncode == 2
+    assert result.stderr.startswith(message), result.stderr
+    assert "Traceback" not in result.stderr

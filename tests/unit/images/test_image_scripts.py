@@ -1,0 +1,84 @@
+"""The pure parts of images/scripts, which run inside the image at build time."""
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from trainstack.matrix import REPO_ROOT
+
+SCRIPTS = REPO_ROOT / "images" / "scripts"
+NCCL = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
+CUDART = "/opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13"
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def write_manifest():
+    return load_script("write_manifest")
+
+
+def touch(path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+
+
+def test_ld_conf_names_every_nvidia_folder_with_a_shared_library(tmp_path):
+    for library in ("nvidia/cu13/lib/libcudart.so.13", "nvidia/nccl/lib/libnccl.so.2", "nvidia/cudnn/lib/libcudnn.so.9"):
+        touch(tmp_path / library)
+    touch(tmp_path / "nvidia/nccl/include/nccl.h")
+    touch(tmp_path / "torch/lib/libtorch.so")
+    assert load_script("nvidia_ld_conf").nvidia_library_dirs(tmp_path) == [
+        tmp_path / "nvidia/cu13/lib", tmp_path / "nvidia/cudnn/lib", tmp_path / "nvidia/nccl/lib",
+    ]
+
+
+def test_cuda_library_files_finds_every_copy(write_manifest, tmp_path):
+    for library in ("venv/nvidia/nccl/lib/libnccl.so.2", "cuda-build/nccl/libnccl.so",
+                    "venv/nvidia/cu13/lib/libcudart.so.13", "usr/local/cuda/lib64/libcudart.so.13",
+                    "usr/lib/libcurl.so.4"):
+        touch(tmp_path / library)
+    found = write_manifest.cuda_library_files(tmp_path)
+    assert found == {
+        "libcudart.so.13": [str(tmp_path / "usr/local/cuda/lib64/libcudart.so.13"),
+                            str(tmp_path / "venv/nvidia/cu13/lib/libcudart.so.13")],
+        "libnccl.so": [str(tmp_path / "cuda-build/nccl/libnccl.so")],
+        "libnccl.so.2": [str(tmp_path / "venv/nvidia/nccl/lib/libnccl.so.2")],
+    }
+
+
+def test_loaded_libraries_reads_proc_maps(write_manifest):
+    maps = (
+        f"7f0000000000-7f0000001000 r--p 00000000 00:2a 123 {NCCL}\n"
+        f"7f0000001000-7f0000002000 r-xp 00001000 00:2a 123 {NCCL}\n"
+        f"7f0000003000-7f0000004000 r--p 00000000 00:2a 124 {CUDART}\n"
+        "7f0000005000-7f0000006000 rw-p 00000000 00:00 0 \n"
+        "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n"
+    )
+    assert write_manifest.loaded_libraries(maps) == {"libnccl": [NCCL], "libcudart": [CUDART]}
+
+
+def test_horovod_links_reads_ldd(write_manifest, tmp_path, monkeypatch):
+    extension = tmp_path / "horovod/torch/mpi_lib_v2.cpython-311-x86_64-linux-gnu.so"
+    touch(extension)
+    ldd = (
+        "\tlinux-vdso.so.1 (0x00007ffc)\n"
+        f"\tlibnccl.so.2 => {NCCL} (0x00007f01)\n"
+        "\tlibcudart.so.13 => not found\n"
+        "\tlibmpi.so.40 => /lib/x86_64-linux-gnu/libmpi.so.40 (0x00007f02)\n"
+    )
+    monkeypatch.setattr(write_manifest, "_command_output", lambda argv: ldd)
+    monkeypatch.setattr(write_manifest.os.path, "realpath", lambda path: path)
+    assert write_manifest.horovod_links(tmp_path) == {
+        "horovod/torch/mpi_lib_v2.cpython-311-x86_64-linux-gnu.so": {"libnccl.so.2": NCCL, "libcudart.so.13": "not found"}
+    }
+
+
+@pytest.mark.parametrize(("number", "release"), [(92000, "9.20.0"), (91002, "9.10.2"), (None, None)])
+def test_cudnn_release(write_manifest, number, release):
+    assert write_manifest._cudnn_release(number) == release

@@ -1,0 +1,131 @@
+import copy
+
+import pytest
+
+from trainstack.manifest import cuda_stack_mismatches, manifest_mismatches, nccl_version_code, parse_constraints
+from trainstack.matrix import load_matrix
+
+SITE = "/opt/venv/lib/python3.11/site-packages"
+NCCL = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"
+CUDART_13 = f"{SITE}/nvidia/cu13/lib/libcudart.so.13"
+TORCH_EXTENSION = "horovod/torch/mpi_lib_v2.cpython-311-x86_64-linux-gnu.so"
+
+CU13_MANIFEST = {
+    "flavor": "gpu-cu13",
+    "python": "3.11.2",
+    "packages": {"torch": "2.13.0", "horovod": "0.28.1", "pyspark": "4.3.0"},
+    "libraries": {"openmpi": "4.1.4", "java": "17.0.17", "cuda": "13.0.96", "cudnn": "9.20.0.48", "nccl": "2.29.7"},
+    "horovod": {
+        "frameworks": ["PyTorch"],
+        "controllers": ["MPI", "Gloo"],
+        "tensor_operations": ["NCCL", "MPI", "Gloo"],
+    },
+    "cuda_stack": {
+        "torch": {"cuda": "13.0", "nccl": "2.29.7", "cudnn": "9.20.0"},
+        "horovod": {"nccl_built": 22907},
+        "nccl_files": [NCCL],
+        "duplicate_libraries": {},
+        "loaded": {"libnccl": [NCCL], "libcudart": [CUDART_13]},
+        "horovod_links": {TORCH_EXTENSION: {"libnccl.so.2": NCCL, "libcudart.so.13": CUDART_13}},
+    },
+}
+CU13_CONSTRAINTS = parse_constraints(
+    "cloudpickle==3.1.2\nhorovod==0.28.1\nmpi4py==4.1.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==26.0.1\n"
+    "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.13.0\n"
+)
+
+
+@pytest.fixture(scope="module")
+def cu13():
+    return load_matrix().flavor("gpu-cu13")
+
+
+def with_stack(**changes) -> dict:
+    manifest = copy.deepcopy(CU13_MANIFEST)
+    manifest["cuda_stack"].update(changes)
+    return manifest
+
+
+def test_matching_gpu_image_has_no_mismatches(cu13):
+    assert manifest_mismatches(cu13, CU13_MANIFEST, CU13_CONSTRAINTS) == []
+
+
+def test_torch_built_for_another_cuda_nccl_or_cudnn_is_named(cu13):
+    manifest = with_stack(torch={"cuda": "12.8", "nccl": "2.27.5", "cudnn": "9.10.2"})
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        "torch.version.cuda is 12.8, matrix says cuda 13.0",
+        "torch.cuda.nccl.version() is 2.27.5, matrix says nccl 2.29.7",
+        "torch.backends.cudnn.version() is 9.10.2, matrix says cudnn 9.20.0.48",
+    ]
+
+
+def test_horovod_without_nccl_is_named(cu13):
+    manifest = with_stack(horovod={"nccl_built": 0})
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == ["hvd.nccl_built() is 0, expected 22907 (NCCL 2.29.7)"]
+
+
+def test_a_second_libnccl_file_is_named(cu13):
+    manifest = with_stack(nccl_files=[NCCL, "/opt/cuda-build/nccl/libnccl.so"])
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        f"the image holds 2 libnccl files, expected 1: ['{NCCL}', '/opt/cuda-build/nccl/libnccl.so']"
+    ]
+
+
+def test_duplicate_cuda_library_is_named(cu13):
+    copies = [CUDART_13, "/usr/local/cuda/lib64/libcudart.so.13"]
+    manifest = with_stack(duplicate_libraries={"libcudart.so.13": copies})
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        f"libcudart.so.13 is in the image 2 times: {', '.join(copies)}"
+    ]
+
+
+def test_horovod_resolving_another_nccl_than_torch_is_named(cu13):
+    other = "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
+    manifest = with_stack(
+        loaded={"libnccl": [NCCL, other], "libcudart": [CUDART_13]},
+        horovod_links={TORCH_EXTENSION: {"libnccl.so.2": other, "libcudart.so.13": CUDART_13}},
+    )
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        f"torch and Horovod load 2 libnccl files, expected 1: ['{NCCL}', '{other}']",
+        f"{TORCH_EXTENSION} resolves libnccl to ['{other}'], torch loads ['{NCCL}', '{other}']",
+    ]
+
+
+def test_horovod_with_a_static_cudart_is_named(cu13):
+    manifest = with_stack(horovod_links={TORCH_EXTENSION: {"libnccl.so.2": NCCL}})
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        f"{TORCH_EXTENSION} resolves libcudart to nothing (linked statically?), torch loads ['{CUDART_13}']"
+    ]
+
+
+def test_gpu_manifest_without_cuda_stack_is_named(cu13):
+    manifest = copy.deepcopy(CU13_MANIFEST)
+    del manifest["cuda_stack"]
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        "the manifest has no cuda_stack: write_manifest.py found no NCCL wheel"
+    ]
+
+
+def test_missing_nccl_tensor_operation_is_named(cu13):
+    manifest = copy.deepcopy(CU13_MANIFEST)
+    manifest["horovod"]["tensor_operations"] = ["MPI", "Gloo"]
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        "horovodrun --check-build does not show NCCL under tensor_operations"
+    ]
+
+
+def test_tensorflow_needs_only_the_same_cuda_and_cudnn_majors():
+    gpu = load_matrix().flavor("gpu")
+    stack = {"torch": {"cuda": "12.8", "nccl": "2.27.5", "cudnn": "9.10.2"}}
+    built_on_older_12 = {**stack, "tensorflow": {"cuda": "12.5.1", "cudnn": "9"}, "horovod": {"nccl_built": 22705}}
+    assert [p for p in cuda_stack_mismatches(gpu, built_on_older_12) if "TensorFlow" in p] == []
+    built_on_11 = {**built_on_older_12, "tensorflow": {"cuda": "11.8", "cudnn": "8"}}
+    assert [p for p in cuda_stack_mismatches(gpu, built_on_11) if "TensorFlow" in p] == [
+        "TensorFlow is built for CUDA 11.8, matrix says cuda 12.8",
+        "TensorFlow is built for cuDNN 8, matrix says cudnn 9.10.2.21",
+    ]
+
+
+@pytest.mark.parametrize(("version", "code"), [("2.29.7", 22907), ("2.27.5", 22705)])
+def test_nccl_version_code(version, code):
+    assert nccl_version_code(version) == code

@@ -1,0 +1,87 @@
+import pytest
+
+from trainstack.matrix import MatrixError, load_matrix, parse_overrides
+
+
+@pytest.fixture(scope="module")
+def matrix():
+    return load_matrix()
+
+
+def test_every_flavor_satisfies_the_rules(matrix):
+    for name in matrix.flavors:
+        assert matrix.flavor(name).name == name
+
+
+def test_gpu_flavor_holds_the_cuda_stack(matrix):
+    gpu = matrix.flavor("gpu")
+    assert gpu.gpu
+    assert (gpu.version("cuda"), gpu.version("cudnn"), gpu.version("nccl")) == ("12.8", "9.10.2.21", "2.27.5")
+    assert not matrix.flavor("cpu").gpu
+
+
+@pytest.mark.parametrize(
+    ("flavor", "overrides", "rule"),
+    [
+        ("gpu", {"torch": "2.10.0", "tensorflow": "2.21.0"}, "tensorflow-2.21-cuda-stack"),
+        ("gpu", {"torch": "2.13.0"}, "torch-pypi-cuda-13"),
+        ("gpu", {"cuda": "13.0"}, "tensorflow-cuda-12-only"),
+        ("gpu", {"nccl": "2.28.9"}, "torch-2.10-nccl"),
+        ("gpu-cu13", {"torch": "2.10.0"}, "torch-pypi-cuda-12.8"),
+        ("gpu-cu13", {"nccl": "2.27.5"}, "torch-2.13-nccl"),
+        ("gpu", {"cudnn": "8.9.7.29"}, "tensorflow-2.20-cuda-stack"),
+        ("cpu", {"java": "11"}, "pyspark-4-java"),
+        ("cpu", {"python": "3.12"}, "horovod-0.28-python"),
+        ("cpu", {"python": "3.10"}, "pyspark-4.3-python"),
+        ("cpu", {"python": "3.9", "pyspark": "4.0.0"}, "torch-python"),
+        ("cpu", {"python": "3.9", "pyspark": "4.0.0", "torch": "2.8.0"}, "tensorflow-2.21-python"),
+        ("cpu", {"tensorflow": "2.20.0", "python": "3.14", "horovod": "0.29.0"}, "tensorflow-2.20-python"),
+        ("cpu", {"horovod.patch": ""}, "horovod-0.28-patch-torch"),
+        ("cpu", {"debian": "13", "python": "3.12", "horovod": "0.29.0"}, None),
+        ("cpu", {"debian": "12", "python": "3.12", "horovod": "0.29.0"}, "debian-12-python"),
+    ],
+)
+def test_an_override_that_breaks_a_rule_is_refused_naming_it(matrix, flavor, overrides, rule):
+    if rule is None:
+        matrix.flavor(flavor, overrides)
+        return
+    with pytest.raises(MatrixError, match=f"rule {rule}:"):
+        matrix.flavor(flavor, overrides)
+
+
+def test_rule_message_names_values_and_reason(matrix):
+    with pytest.raises(MatrixError) as error:
+        matrix.flavor("gpu", {"torch": "2.10.0", "tensorflow": "2.21.0"})
+    message = str(error.value)
+    assert "tensorflow 2.21.0" in message
+    assert "nccl >=2.27.7,<3 (has 2.27.5)" in message
+    assert "torch 2.10 pins 2.27.5" in message
+
+
+def test_unknown_flavor_lists_the_valid_ones(matrix):
+    with pytest.raises(MatrixError, match="unknown flavor 'tpu'; valid: cpu, gpu, gpu-cu13"):
+        matrix.flavor("tpu")
+
+
+def test_unknown_override_key_lists_valid_keys(matrix):
+    with pytest.raises(MatrixError, match=r"--set cuda=12.8: flavor 'cpu' has no 'cuda'; valid keys: base_image"):
+        matrix.flavor("cpu", {"cuda": "12.8"})
+
+
+def test_override_version_must_parse(matrix):
+    with pytest.raises(MatrixError, match="'latest' is not a version"):
+        matrix.flavor("cpu", {"torch": "latest"})
+
+
+def test_overrides_change_versions_packages_and_base_image(matrix):
+    flavor = matrix.flavor("cpu", {"base_image": "ubuntu:24.04", "pyspark": "4.2.1", "tf_keras": "2.20.1"})
+    assert flavor.base_image == "ubuntu:24.04"
+    assert flavor.version("pyspark") == "4.2.1"
+    assert flavor.python_packages["tf_keras"] == "2.20.1"
+    assert matrix.flavor("cpu").version("pyspark") == "4.3.0"
+
+
+@pytest.mark.parametrize("pair", ["torch", "=2.1", "torch="])
+def test_malformed_set_pairs_are_refused(pair):
+    with pytest.raises(MatrixError, match="is not KEY=VALUE"):
+        parse_overrides([pair])

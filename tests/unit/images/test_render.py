@@ -1,0 +1,92 @@
+from pathlib import Path
+
+import pytest
+
+from trainstack.errors import TrainstackError
+from trainstack.matrix import load_matrix
+from trainstack.render import SourceOptions, framework_requirements, library_requirements, no_deps_requirements, render_dockerfile, write_build_context
+
+PROXY_SOURCES = SourceOptions(ca_bundle=Path("/ca.pem"), wheelhouse=Path("/wheels"))
+
+
+@pytest.fixture(scope="module")
+def cpu():
+    return load_matrix().flavor("cpu")
+
+
+def final_stage(dockerfile: str) -> str:
+    return dockerfile.split("# --- the image ---")[1]
+
+
+def test_cpu_dockerfile_matches_golden(cpu, golden):
+    golden("Dockerfile.cpu", render_dockerfile(cpu))
+
+
+def test_cpu_dockerfile_behind_a_proxy_matches_golden(cpu, golden):
+    golden("Dockerfile.cpu-proxy", render_dockerfile(cpu, PROXY_SOURCES))
+
+
+def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):
+    dockerfile = render_dockerfile(cpu, PROXY_SOURCES)
+    assert "COPY build-ca/ca-bundle.crt" in dockerfile
+    image = final_stage(dockerfile)
+    for leftover in ("build-ca", "PIP_CERT", "wheelhouse", "PIP_EXTRA_INDEX_URL"):
+        assert leftover not in image
+
+
+def test_final_stage_has_no_compilers(cpu):
+    image = final_stage(render_dockerfile(cpu))
+    assert "apt-get install" not in image
+    assert "COPY --from=builder /opt/venv /opt/venv" in image
+
+
+def test_every_horovod_extension_is_required(cpu):
+    dockerfile = render_dockerfile(cpu)
+    for flag in ("HOROVOD_WITH_PYTORCH=1", "HOROVOD_WITH_TENSORFLOW=1", "HOROVOD_WITH_MPI=1", "HOROVOD_WITH_GLOO=1"):
+        assert flag in dockerfile
+
+
+def test_requirements_pin_the_matrix_versions(cpu):
+    assert framework_requirements(cpu)[-2:] == ["torch==2.13.0+cpu", "tensorflow-cpu==2.21.0"]
+    for pin in ("pyspark==4.3.0", "tensorboard==2.20.0", "pandas==2.3.3"):
+        assert pin in library_requirements(cpu)
+
+
+def test_no_deps_packages_are_installed_apart(cpu):
+    assert no_deps_requirements(cpu) == ["tf_keras==2.21.0"]
+    assert not any(line.startswith("tf_keras") for line in library_requirements(cpu))
+
+
+def test_overridden_versions_reach_the_requirements():
+    flavor = load_matrix().flavor("cpu", {"pyspark": "4.2.1"})
+    assert "pyspark==4.2.1" in library_requirements(flavor)
+
+
+def test_build_context_holds_what_the_dockerfile_copies(cpu, tmp_path):
+    wheelhouse = tmp_path / "wheels"
+    wheelhouse.mkdir()
+    (wheelhouse / "torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl").write_bytes(b"wheel")
+    ca = tmp_path / "ca.pem"
+    ca.write_text("-----BEGIN CERTIFICATE-----\n")
+    context = write_build_context(cpu, SourceOptions(ca_bundle=ca, wheelhouse=wheelhouse), tmp_path / "ctx")
+    for path in ("Dockerfile", "requirements-frameworks.txt", "requirements-libraries.txt", "patches", "scripts/write_manifest.py", "launcher",
+                 "build-ca/ca-bundle.crt", "wheelhouse/torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"):
+        assert (context / path).exists(), path
+
+
+@pytest.mark.parametrize(
+    ("sources", "message"),
+    [
+        (SourceOptions(ca_bundle=Path("/nonexistent/ca.pem")), "--ca-bundle: /nonexistent/ca.pem is not a file"),
+        (SourceOptions(wheelhouse=Path("/nonexistent/wheels")), "--wheelhouse: /nonexistent/wheels is not a directory"),
+    ],
+)
+def test_missing_source_paths_are_refused_before_anything_is_written(cpu, tmp_path, sources, message):
+    with pytest.raises(TrainstackError, match=message):
+        write_build_context(cpu, sources, tmp_path / "ctx")
+    assert not (tmp_path / "ctx").exists()
+
+
+def test_empty_wheelhouse_is_refused(cpu, tmp_path):
+    with pytest.raises(TrainstackError, match="holds no .whl files"):
+        write_build_context(cpu, SourceOptions(wheelhouse=tmp_path), tmp_path / "ctx")

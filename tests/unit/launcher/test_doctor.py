@@ -1,0 +1,80 @@
+"""Doctor rules judged on injected facts: no GPU, driver or manifest needed."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from trainrun.doctor import Facts, format_checks, run_checks
+from trainrun.netinfo import default_route_interface
+
+MANIFEST = {"flavor": "cuda", "python": "3.11.2",
+            "packages": {"torch": "2.13.0+cu128", "horovod": "0.28.1", "pyspark": "4.3.0"},
+            "libraries": {"openmpi": "4.1.4", "java": "17.0.15", "cuda": "12.8", "cudnn": "9", "nccl": "2.27"}}
+HEALTHY = Facts(
+    manifest_path="/etc/trainstack/manifest.json", manifest=MANIFEST,
+    packages={"torch": "2.13.0+cu128", "horovod": "0.28.1", "pyspark": "4.3.0"},
+    gpu_count=8, driver_version="570.1", driver_cuda="12.8", shm_bytes=16 << 30,
+    primary_interface="eth0", interfaces=("eth0", "lo"), mpi="openmpi 4.1.4", java="17.0.15", environ={},
+)
+
+
+def statuses(facts: Facts) -> dict[str, str]:
+    return {c.name: c.status for c in run_checks(facts)}
+
+
+def find(facts: Facts, name: str):
+    return next(c for c in run_checks(facts) if c.name == name)
+
+
+def test_healthy_gpu_image_passes_with_nccl_hints() -> None:
+    assert "fail" not in statuses(HEALTHY).values()
+    assert "NCCL_P2P_DISABLE=1" in find(HEALTHY, "nccl-p2p").hint
+    assert "NCCL_SOCKET_IFNAME=eth0" in find(HEALTHY, "nccl-socket").hint
+
+
+def test_plain_cpu_host_without_manifest_is_fine() -> None:
+    facts = Facts("/etc/trainstack/manifest.json", None, {"torch": "2.13.0+cpu"}, shm_bytes=2 << 30,
+                  primary_interface="eth0", mpi=None, java=None)
+    result = statuses(facts)
+    assert result["manifest"] == "ok" and result["gpu"] == "ok"
+    assert result["mpi"] == "warn" and result["java"] == "warn"
+    assert "fail" not in result.values()
+
+
+@pytest.mark.parametrize("changes,name,status,text", [
+    ({"driver_cuda": "11.8"}, "cuda", "fail", "upgrade the NVIDIA driver"),
+    ({"driver_cuda": "12.4"}, "cuda", "warn", "minor-version compatibility"),
+    ({"packages": {"torch": "2.12.0", "horovod": "0.28.1", "pyspark": "4.3.0"}}, "torch", "fail",
+     "the image manifest says 2.13.0+cu128"),
+    ({"packages": {"torch": "2.13.0+cu128", "horovod": None, "pyspark": "4.3.0"}}, "horovod", "fail",
+     "not installed"),
+    ({"shm_bytes": 64 << 20}, "/dev/shm", "fail", "--shm-size"),
+    ({"shm_bytes": 64 << 20, "gpu_count": 0}, "/dev/shm", "warn", "too small"),
+    ({"mpi": None}, "mpi", "fail", "openmpi-bin"),
+    ({"java": None}, "java", "fail", "openjdk-17"),
+    ({"environ": {"NCCL_SOCKET_IFNAME": "ib9"}}, "nccl-socket", "fail", "NCCL_SOCKET_IFNAME=eth0"),
+    ({"primary_interface": None}, "nccl-socket", "warn", "NCCL_SOCKET_IFNAME"),
+])
+def test_rules(changes, name, status, text) -> None:
+    check = find(dataclasses.replace(HEALTHY, **changes), name)
+    assert check.status == status
+    assert text in check.detail + check.hint
+
+
+def test_no_framework_blocks_training() -> None:
+    facts = dataclasses.replace(HEALTHY, manifest=None, packages={"pyspark": "4.3.0"})
+    assert find(facts, "framework").status == "fail"
+
+
+def test_format_marks_failures_loudly() -> None:
+    text = format_checks(run_checks(dataclasses.replace(HEALTHY, driver_cuda="11.8")))
+    assert "FAIL  cuda" in text and "-> upgrade the NVIDIA driver" in text
+
+
+def test_default_route_interface(tmp_path) -> None:
+    table = tmp_path / "route"
+    table.write_text("Iface\tDestination\tGateway\n"
+                     "docker0\t000011AC\t00000000\n"
+                     "ens5\t00000000\t0100000A\n")
+    assert default_route_interface(str(table)) == "ens5"
+    assert default_route_interface(str(tmp_path / "missing")) is None

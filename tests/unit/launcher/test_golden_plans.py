@@ -1,0 +1,67 @@
+"""`--dry-run --json` plans for each backend and option set, compared with golden files.
+
+Regenerate after an intended change with: UPDATE_GOLDEN=1 pytest tests/unit/launcher/test_golden_plans.py
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+GOLDEN = Path(__file__).parent / "golden"
+
+CASES = {
+    "mpi_openmpi": (["mpi", "-np", "2", "--", "python", "train.py", "--epochs", "1"], {}),
+    "mpi_openmpi_root_oversubscribed": (["mpi", "-np", "4", "--", "python3", "train.py"],
+                                        {"is_root": True, "cpu_count": 2}),
+    "mpi_openmpi_hosts_env": (["mpi", "-np", "8", "-H", "node0:4,node1:4", "-x", "FOO", "-x", "BAR=baz",
+                               "--", "python", "-m", "pkg.train", "--lr", "0.1"], {}),
+    "mpi_openmpi_exec_command": (["mpi", "-np", "2", "--", "./run.sh", "arg"], {}),
+    "mpi_mpich": (["mpi", "-np", "4", "-H", "node0:2,node1:2", "-x", "BAR=baz", "--", "python", "train.py"],
+                  {"mpi_flavor": "mpich", "is_root": True}),
+    "mpi_horovod_gloo": (["mpi", "--gloo", "-np", "2", "--", "python", "train.py"], {"mpi_flavor": None}),
+    "torch_single_node": (["torch", "--nproc-per-node", "2", "--", "train.py", "--lr", "0.1"], {}),
+    "torch_module": (["torch", "--nproc-per-node", "4", "--", "-m", "pkg.train", "--epochs", "3"], {}),
+    "torch_static_multinode": (["torch", "--nproc-per-node", "8", "--nnodes", "2", "--node-rank", "1",
+                                "--master-addr", "node0", "--master-port", "29501", "--", "train.py"], {}),
+    "torch_rdzv": (["torch", "--nproc-per-node", "8", "--nnodes", "4", "--rdzv-endpoint", "node0:29400",
+                    "--rdzv-id", "job7", "--", "train.py"], {}),
+    "spark_local_cluster": (["spark", "--master", "local-cluster[2,1,1024]", "--num-processes", "2",
+                             "--", "train.py", "--epochs", "1"], {}),
+    "spark_default_master": (["spark", "--num-processes", "3", "--", "-m", "pkg.train"], {}),
+    "spark_template_gpu": (["spark", "--template", "gpu-pool", "--set", "executor.instances=4",
+                            "--conf", "spark.network.timeout=600s", "--master", "spark://head:7077",
+                            "--num-processes", "8", "--", "train.py"], {}),
+    "spark_template_no_gpu": (["spark", "--template", "gpu-pool", "--no-gpu", "--num-processes", "2",
+                               "--", "train.py"], {}),
+    "spark_horovod": (["spark", "--template", "cpu-pool", "--framework", "horovod", "--num-processes", "4",
+                       "--master", "spark://head:7077", "--", "train_hvd.py"], {}),
+    "spark_local_mode_torch": (["spark", "--local-mode", "--num-processes", "2", "--", "train.py"], {}),
+    "spark_local_mode_horovod_gpu": (["spark", "--local-mode", "--use-gpu", "--framework", "horovod",
+                                      "--num-processes", "2", "--", "train_hvd.py"], {"gpu_count": 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_plan_matches_golden(name: str, fake_pooltemplates: object, plan_for) -> None:
+    argv, machine = CASES[name]
+    plan = plan_for([*argv[:1], "--dry-run", "--json", *argv[1:]], **machine).to_dict()
+    path = GOLDEN / f"{name}.json"
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(json.dumps({"cli": ["trainrun", *argv], "machine": machine, "plan": plan}, indent=2) + "\n")
+    golden = json.loads(path.read_text())
+    assert golden["cli"] == ["trainrun", *argv]
+    assert plan == golden["plan"]
+
+
+def test_every_golden_file_has_a_case() -> None:
+    assert sorted(p.stem for p in GOLDEN.glob("*.json")) == sorted(CASES)
+
+
+def test_text_plan_shows_argv_env_and_spark_conf(fake_pooltemplates: object, plan_for) -> None:
+    text = plan_for(["spark", "--template", "gpu-pool", "--num-processes", "2", "--", "train.py"]).to_text()
+    assert "argv: /usr/bin/python3 -m trainrun.spark.driver" in text
+    assert "  PYSPARK_PYTHON=/usr/bin/python3" in text
+    assert "spark conf:\n" in text and "  spark.task.resource.gpu.amount=1" in text

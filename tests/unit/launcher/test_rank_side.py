@@ -1,0 +1,159 @@
+"""The rank entry point: environment mapping, in-process programs, failure records, rank 0's result."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import cloudpickle
+import pytest
+from trainrun import rank
+from trainrun.machine import detect_mpi_flavor
+from trainrun.program import Program, program_from_command, program_from_script_args
+from trainrun.rank_sh import shell_rank_argv
+from trainrun.rankenv import SOURCES, launcher_rank_env
+from trainrun.runner import RankFailure, first_rank_failure
+
+
+@pytest.mark.parametrize("environ,expected", [
+    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "RANK": "stale"},
+     {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}),
+    ({"PMI_RANK": "1", "PMI_SIZE": "2", "MPI_LOCALRANKID": "1", "MPI_LOCALNRANKS": "2"},
+     {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}),
+    ({"HOROVOD_RANK": "5", "HOROVOD_SIZE": "8", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "4"},
+     {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}),
+    ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}, {}),  # torchrun
+])
+def test_launcher_rank_env(environ, expected) -> None:
+    assert launcher_rank_env(environ) == expected
+
+
+@pytest.mark.parametrize("command,expected", [
+    (["python", "t.py", "-a"], Program("script", "t.py", ("-a",), "python")),
+    (["/opt/venv/bin/python3.11", "-m", "pkg.main", "x"], Program("module", "pkg.main", ("x",),
+                                                                  "/opt/venv/bin/python3.11")),
+    (["python", "-c", "print(1)"], Program("exec", "python", ("-c", "print(1)"))),
+    (["./run.sh", "a"], Program("exec", "./run.sh", ("a",))),
+    (["hostname"], Program("exec", "hostname")),
+])
+def test_program_from_command(command, expected) -> None:
+    assert program_from_command("command", command) == expected
+
+
+def test_program_from_script_args() -> None:
+    assert program_from_script_args("command", ["-m", "m", "1"]) == Program("module", "m", ("1",))
+    assert program_from_script_args("command", ["t.py", "-m"]) == Program("script", "t.py", ("-m",))
+    assert Program("payload", "p.pkl", ("r.pkl",)).rank_argv("py") == [
+        "py", "-m", "trainrun.rank", "--payload", "p.pkl", "r.pkl"]
+
+
+@pytest.fixture
+def rank_env(tmp_path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setattr(sys, "argv", list(sys.argv))
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.setenv(rank.STATUS_DIR, str(tmp_path))
+    for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    return tmp_path
+
+
+def test_script_exit_code_recorded_for_its_rank(rank_env, monkeypatch: pytest.MonkeyPatch) -> None:
+    script = rank_env / "fails.py"
+    script.write_text("import sys\nassert __name__ == '__main__'\nsys.exit(int(sys.argv[1]))\n")
+    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
+    assert rank.main([str(script), "7"]) == 7
+    assert json.loads((rank_env / "rank-1.json").read_text())["exit_code"] == 7
+    assert first_rank_failure(str(rank_env)).rank == 1
+
+
+def test_exception_is_exit_1_and_success_leaves_no_record(rank_env, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RANK", "0")
+    ok = rank_env / "ok.py"
+    ok.write_text("x = 1\n")
+    assert rank.main([str(ok)]) == 0
+    assert not list(rank_env.glob("rank-*.json"))
+    bad = rank_env / "bad.py"
+    bad.write_text("raise RuntimeError('boom')\n")
+    assert rank.main([str(bad)]) == 1
+    assert (rank_env / "rank-0.json").exists()
+
+
+@pytest.mark.parametrize("rank_id,writes", [("0", True), ("1", False)])
+def test_payload_result_written_by_rank_0_only(rank_env, monkeypatch, rank_id, writes) -> None:
+    monkeypatch.setenv("RANK", rank_id)
+    payload, result = rank_env / "payload.pkl", rank_env / "result.pkl"
+    payload.write_bytes(cloudpickle.dumps((lambda a, b, c: {"sum": a + b + c, "rank": os.environ["RANK"]},
+                                           (2, 3), {"c": 4})))
+    assert rank.main(["--payload", str(payload), str(result)]) == 0
+    assert result.exists() == writes
+    if writes:
+        assert cloudpickle.loads(result.read_bytes()) == {"sum": 9, "rank": "0"}
+
+
+def test_first_rank_failure_is_the_earliest(tmp_path) -> None:
+    (tmp_path / "rank-2.json").write_text(json.dumps({"rank": 2, "exit_code": 143, "time": 20.0}))
+    (tmp_path / "rank-1.json").write_text(json.dumps({"rank": 1, "exit_code": 3, "time": 10.0}))
+    failure = first_rank_failure(str(tmp_path))
+    assert (failure.rank, failure.exit_code) == (1, 3)
+    assert first_rank_failure(str(tmp_path / "none")) is None
+
+
+@pytest.mark.parametrize("target,flavor", [("orterun", "openmpi"), ("prterun", "openmpi"),
+                                           ("mpiexec.hydra", "mpich")])
+def test_mpi_flavor_from_what_mpirun_links_to(tmp_path, monkeypatch: pytest.MonkeyPatch, target, flavor) -> None:
+    real = tmp_path / target
+    real.write_text("")
+    real.chmod(0o755)
+    (tmp_path / "mpirun").symlink_to(real)
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert detect_mpi_flavor() == flavor
+
+
+def test_no_mpirun_means_no_flavor(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert detect_mpi_flavor() is None
+
+
+def run_shell_rank(command: list[str], environ: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run(shell_rank_argv(command), env={"PATH": os.environ["PATH"], **environ},
+                          capture_output=True, text=True, timeout=30)
+
+
+@pytest.mark.parametrize("environ,expected", [
+    ({"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "1",
+      "OMPI_COMM_WORLD_LOCAL_SIZE": "2", "PMI_RANK": "9", "RANK": "stale"},
+     {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}),
+    ({"HOROVOD_RANK": "5", "HOROVOD_SIZE": "8", "HOROVOD_LOCAL_RANK": "1", "HOROVOD_LOCAL_SIZE": "4"},
+     {"RANK": "5", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}),
+    ({"PMI_RANK": "", "PMI_SIZE": "2", "RANK": "kept"}, {"RANK": "", "WORLD_SIZE": "2"}),  # set but empty wins
+    ({"RANK": "1", "WORLD_SIZE": "2"}, {"RANK": "1", "WORLD_SIZE": "2"}),  # no launcher variables: unchanged
+])
+def test_shell_rank_maps_like_launcher_rank_env(environ, expected) -> None:
+    out = run_shell_rank([sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"], environ)
+    env = json.loads(out.stdout)
+    assert {name: env[name] for name in expected} == expected
+    assert {name: env[name] for name in launcher_rank_env(environ)} == launcher_rank_env(environ)
+    assert (set(SOURCES) - set(expected)).isdisjoint(env)
+
+
+def test_shell_rank_passes_arguments_and_success_leaves_no_record(tmp_path) -> None:
+    out = run_shell_rank(["sh", "-c", 'echo "$@"', "name", "a b", "c"], {rank.STATUS_DIR: str(tmp_path)})
+    assert (out.returncode, out.stdout) == (0, "a b c\n")
+    assert not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("command,code", [(["sh", "-c", "exit 3"], 3), (["sh", "-c", "kill -TERM $$"], 143),
+                                          (["no-such-command-x"], 127), (["./no-such-file"], 127)])
+def test_shell_rank_records_a_failing_exit_code_for_its_rank(tmp_path, command, code) -> None:
+    out = run_shell_rank(command, {"OMPI_COMM_WORLD_RANK": "1", rank.STATUS_DIR: str(tmp_path)})
+    assert out.returncode == code
+    assert first_rank_failure(str(tmp_path)) == RankFailure(1, code)
+    assert [p.name for p in tmp_path.iterdir()] == ["rank-1.json"]
+
+
+def test_programs_other_than_payloads_run_as_commands_under_sh() -> None:
+    assert Program("script", "t.py", ("-a",), "python3").rank_argv("py")[-3:] == ["python3", "t.py", "-a"]
+    assert Program("module", "pkg.main", ("x",)).rank_argv("py")[-4:] == ["py", "-m", "pkg.main", "x"]
+    assert Program("exec", "./run.sh", ("a",)).rank_argv("py")[:2] == ["sh", "-c"]

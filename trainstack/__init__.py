@@ -1,0 +1,1 @@
+"""Build, verify and publish trainstack training images from images/matrix.yaml."""

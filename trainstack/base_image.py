@@ -1,0 +1,35 @@
+"""Makes a Debian base image without a registry: debootstrap a root filesystem and import it."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tarfile
+import tempfile
+from pathlib import Path
+
+from trainstack import docker_client
+from trainstack.errors import TrainstackError
+
+DEFAULT_BASE_TAG = "trainstack/debian-base:bookworm"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"
+
+
+def make_base_image(tag: str = DEFAULT_BASE_TAG, suite: str = "bookworm", mirror: str = DEBIAN_MIRROR) -> str:
+    """Builds `tag` from `debootstrap --variant=minbase`; returns the image id."""
+    if shutil.which("debootstrap") is None:
+        raise TrainstackError("base: debootstrap is not installed; run `apt-get install debootstrap`")
+    client = docker_client.connect()
+    with tempfile.TemporaryDirectory(prefix="trainstack-rootfs-") as workdir:
+        rootfs = Path(workdir) / "rootfs"
+        result = subprocess.run(
+            ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
+            capture_output=True, text=True,
+        )
+        if result.returncode != 0:
+            raise TrainstackError(f"base: debootstrap {suite} failed: {result.stdout[-2000:]}{result.stderr[-2000:]}")
+        archive = Path(workdir) / "rootfs.tar"
+        with tarfile.open(archive, "w") as tar:
+            tar.add(rootfs, arcname=".")
+        repository, _, name = tag.rpartition(":")
+        client.api.import_image_from_file(str(archive), repository=repository, tag=name)
+    return client.images.get(tag).id

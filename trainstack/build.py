@@ -1,0 +1,136 @@
+"""Builds a flavor's image with the docker SDK (classic builder), verifies it, then tags it."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import docker
+import docker.errors
+
+from trainstack import docker_client
+from trainstack.errors import TrainstackError
+from trainstack.manifest import content_tag, manifest_mismatches, parse_constraints, pip_check_problems
+from trainstack.matrix import REPO_ROOT, Flavor
+from trainstack.render import SourceOptions, check_sources, write_build_context
+
+BUILD_DIR = REPO_ROOT / "build"
+MANIFEST_PATH = "/etc/trainstack/manifest.json"
+CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
+# Docker keeps these predefined build args out of `docker history`.
+PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
+
+
+@dataclass(frozen=True)
+class BuiltImage:
+    image_id: str
+    tags: list[str]
+    manifest: dict
+
+
+def build_image(
+    flavor: Flavor,
+    image_name: str,
+    sources: SourceOptions,
+    extra_tags: list[str] | None = None,
+    no_cache: bool = False,
+    progress: Callable[[str], None] = lambda line: print(line, end="", flush=True),
+) -> BuiltImage:
+    """Builds, verifies against the flavor and tags; a build that fails verification is removed untagged."""
+    check_sources(sources)
+    client = docker_client.connect()
+    _ensure_base_image(client, flavor.base_image)
+    context = write_build_context(flavor, sources, BUILD_DIR / flavor.name)
+    image_id = run_build(client, context, no_cache, progress)
+    try:
+        manifest = verify_image(client, image_id, flavor)
+    except TrainstackError:
+        client.images.remove(image_id, force=True)
+        raise
+    tags = [f"{image_name}:{flavor.name}", f"{image_name}:{content_tag(manifest)}", *(extra_tags or [])]
+    image = client.images.get(image_id)
+    for tag in tags:
+        repository, _, name = tag.rpartition(":")
+        image.tag(repository, name)
+    return BuiltImage(image_id, tags, manifest)
+
+
+def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dict:
+    """Checks what the image holds against the flavor; returns its manifest or raises naming every mismatch."""
+    status, manifest_text = docker_client.run_in_image(client, image, ["cat", MANIFEST_PATH])
+    if status != 0:
+        raise TrainstackError(f"verify: {MANIFEST_PATH} missing in the image: {manifest_text.strip()}")
+    manifest = json.loads(manifest_text)
+    _, constraints_text = docker_client.run_in_image(client, image, ["cat", CONSTRAINTS_PATH])
+    problems = manifest_mismatches(flavor, manifest, parse_constraints(constraints_text))
+    _, pip_check_output = docker_client.run_in_image(client, image, ["pip", "check"])
+    problems += pip_check_problems(flavor, pip_check_output)
+    status, output = docker_client.run_in_image(client, image, ["python", "-c", _import_check(flavor)])
+    if status != 0:
+        problems.append(f"importing the Horovod extensions failed: {output.strip().splitlines()[-1:]}")
+    if problems:
+        raise TrainstackError("verify: the image does not match the matrix:\n  " + "\n  ".join(problems))
+    return manifest
+
+
+def _import_check(flavor: Flavor) -> str:
+    """Python that imports each Horovod extension as the image's user and, in GPU flavors, asks it for NCCL."""
+    modules = {"pytorch": "horovod.torch", "tensorflow": "horovod.tensorflow"}
+    imports = [modules[name] for name in flavor.field("horovod", "frameworks") or []]
+    checks = [f"import {module}" for module in imports]
+    if flavor.gpu:
+        checks += [f"assert {module}.nccl_built(), '{module} is built without NCCL'" for module in imports]
+    return "; ".join(checks) or "pass"
+
+
+def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progress: Callable[[str], None]) -> str:
+    image_id = None
+    stream = client.api.build(
+        path=str(context),
+        dockerfile="Dockerfile",
+        rm=True,
+        forcerm=True,
+        nocache=no_cache,
+        decode=True,
+        buildargs={name: os.environ[name] for name in PROXY_BUILD_ARGS if os.environ.get(name)},
+        labels=_build_labels(),
+    )
+    for chunk in stream:
+        if "stream" in chunk:
+            progress(chunk["stream"])
+        if "error" in chunk:
+            raise TrainstackError(f"build: {chunk['error'].strip()}")
+        if "aux" in chunk and "ID" in chunk["aux"]:
+            image_id = chunk["aux"]["ID"]
+    if image_id is None:
+        raise TrainstackError("build: the daemon finished without reporting an image")
+    return image_id
+
+
+def _build_labels() -> dict[str, str]:
+    labels = {"org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
+    if revision.returncode == 0:
+        labels["org.opencontainers.image.revision"] = revision.stdout.strip()
+    return labels
+
+
+def _ensure_base_image(client: docker.DockerClient, base_image: str) -> None:
+    try:
+        client.images.get(base_image)
+        return
+    except docker.errors.ImageNotFound:
+        pass
+    print(f"pulling base image {base_image}", file=sys.stderr)
+    try:
+        client.images.pull(base_image)
+    except docker.errors.APIError as exc:
+        raise TrainstackError(
+            f"--base-image: {base_image} is not present and could not be pulled ({exc.explanation}); "
+            "on a machine without a registry run `invoke base` and build with --base-image trainstack/debian-base:bookworm"
+        ) from exc

@@ -1,0 +1,26 @@
+"""Trains the example model inside a built image: the project's main job, end to end."""
+from __future__ import annotations
+
+import sys
+
+from trainstack import docker_client
+from trainstack.errors import TrainstackError
+
+EXAMPLE = "/opt/trainstack/examples/horovod_torch_mnist.py"
+
+
+def train_in_image(image: str, processes: int = 2) -> None:
+    """Runs the Horovod + PyTorch example with `trainrun mpi`, streaming its output; raises if it fails."""
+    client = docker_client.connect()
+    command = ["trainrun", "mpi", "-np", str(processes), "--", "python", EXAMPLE, "--checkpoint-dir", "/tmp/checkpoints"]
+    print(f"$ docker run --rm --shm-size 1g {image} {' '.join(command)}", file=sys.stderr)
+    container = client.containers.create(image, command=command, shm_size="1g", detach=True)
+    try:
+        container.start()
+        for chunk in container.logs(stream=True, follow=True):
+            sys.stdout.write(chunk.decode(errors="replace"))
+        status = container.wait()["StatusCode"]
+    finally:
+        container.remove(force=True)
+    if status != 0:
+        raise TrainstackError(f"train: the example exited {status} in {image}")

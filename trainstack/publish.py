@@ -1,0 +1,33 @@
+"""Pushes a built flavor to a registry under the tags derived from its contents."""
+from __future__ import annotations
+
+import json
+
+import docker.errors
+
+from trainstack import docker_client
+from trainstack.build import MANIFEST_PATH
+from trainstack.errors import TrainstackError
+from trainstack.manifest import content_tag
+
+
+def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
+    """Tags `image_name:flavor` as REGISTRY/image_name:{content tag, flavor} and pushes both."""
+    client = docker_client.connect()
+    local = f"{image_name}:{flavor}"
+    try:
+        image = client.images.get(local)
+    except docker.errors.ImageNotFound:
+        raise TrainstackError(f"push: {local} is not built here; run `invoke build --flavor {flavor}` first") from None
+    status, text = docker_client.run_in_image(client, local, ["cat", MANIFEST_PATH])
+    if status != 0:
+        raise TrainstackError(f"push: {local} has no {MANIFEST_PATH}; rebuild it with `invoke build`")
+    repository = f"{registry}/{image_name}"
+    pushed = []
+    for tag in (content_tag(json.loads(text)), flavor):
+        image.tag(repository, tag)
+        for line in client.api.push(repository, tag=tag, stream=True, decode=True):
+            if "error" in line:
+                raise TrainstackError(f"push: {repository}:{tag}: {line['error']}")
+        pushed.append(f"{repository}:{tag}")
+    return pushed

@@ -1,0 +1,287 @@
+"""Turns a flavor into a Docker build context: the rendered Dockerfile and the files it copies."""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+
+import jinja2
+from packaging.version import Version
+
+from trainstack.errors import TrainstackError
+from trainstack.matrix import REPO_ROOT, Flavor, MatrixError
+
+IMAGES_DIR = REPO_ROOT / "images"
+IMAGE_USER = "trainer"
+PROJECT_URL = "https://github.com/trainstack/trainstack"
+
+RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "procps", "tini", "ca-certificates"]
+BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
+# Build tooling inside the image's venv: Horovod builds with --no-build-isolation.
+BUILD_TOOL_PACKAGES = {"setuptools": "80.9.0", "wheel": "0.45.1"}
+# Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image.
+HEADERS_LEFT_IN_BUILDER = ["torch/include", "tensorflow/include"]
+LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
+# Pins of NVIDIA's CUDA wheels (python_packages named so) choose the CUDA stack Horovod compiles
+# against, so they are installed with the frameworks.
+CUDA_WHEEL_PREFIX = "nvidia-"
+# Builder-only prefix for nvcc and the link-time names the Horovod build looks for.
+CUDA_BUILD_PREFIX = "/opt/cuda-build"
+NVIDIA_APT_KEYRING_URL = "https://developer.download.nvidia.com/compute/cuda/repos/debian{debian}/x86_64/cuda-keyring_1.1-1_all.deb"
+BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
+# Written from the installed NVIDIA wheels by images/scripts/nvidia_ld_conf.py.
+NVIDIA_LD_CONF = "/etc/ld.so.conf.d/trainstack-nvidia-wheels.conf"
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where the build's pip finds packages; none of it reaches the final image."""
+
+    ca_bundle: Path | None = None
+    wheelhouse: Path | None = None
+    index_url: str | None = None
+    extra_index_urls: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class CudaBuild:
+    """Where the builder stage gets nvcc and the CUDA headers for Horovod; none of it reaches the image."""
+
+    home: str
+    pip_requirements: list[str] = field(default_factory=list)
+    apt_keyring_url: str | None = None
+    apt_packages: list[str] = field(default_factory=list)
+    links: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def link_dirs(self) -> list[str]:
+        return sorted({str(PurePosixPath(path).parent) for path in self.links})
+
+    @property
+    def scripts(self) -> list[str]:
+        return ["nvidia_apt_keyring.py", "nvidia_ld_conf.py"] if self.apt_packages else ["nvidia_ld_conf.py"]
+
+
+def cuda_build(flavor: Flavor) -> CudaBuild | None:
+    """nvcc from PyPI's wheels (CUDA 13) or from NVIDIA's apt repository (CUDA 12 wheels hold no nvcc)."""
+    if not flavor.gpu:
+        return None
+    cuda = Version(str(flavor.version("cuda")))
+    # find_library(nccl) wants libnccl.so; the link lives outside the venv, so the image keeps one libnccl file.
+    nccl_link = {f"{CUDA_BUILD_PREFIX}/nccl/libnccl.so": f"{site_packages(flavor)}/nvidia/nccl/lib/libnccl.so.2"}
+    source = flavor.field("cuda", "build_tools")
+    if source == "pip":
+        home = f"{CUDA_BUILD_PREFIX}/nvidia/cu{cuda.major}"
+        return CudaBuild(
+            home=home,
+            pip_requirements=[f"cuda-toolkit[nvcc,cccl]=={flavor.field('cuda', 'toolkit')}"],
+            # CMake looks for the toolkit's libraries in lib64, and for libcudart.so to link it shared.
+            links={f"{home}/lib64": "lib", f"{home}/lib/libcudart.so": f"libcudart.so.{cuda.major}", **nccl_link},
+        )
+    if source == "apt":
+        package_suffix = f"{cuda.major}-{cuda.minor}"
+        return CudaBuild(
+            home=f"/usr/local/cuda-{cuda.major}.{cuda.minor}",
+            apt_keyring_url=NVIDIA_APT_KEYRING_URL.format(debian=flavor.version("debian")),
+            apt_packages=[f"cuda-nvcc-{package_suffix}", f"cuda-cudart-dev-{package_suffix}"],
+            links=nccl_link,
+        )
+    raise MatrixError(f"matrix: flavor {flavor.name!r} has cuda.build_tools {source!r}; expected pip or apt")
+
+
+def site_packages(flavor: Flavor) -> str:
+    return f"/opt/venv/lib/python{flavor.version('python')}/site-packages"
+
+
+def framework_requirements(flavor: Flavor) -> list[str]:
+    """What Horovod compiles against, installed before it: build tools, torch, TensorFlow, CUDA wheel pins."""
+    lines = [f"{name}=={version}" for name, version in BUILD_TOOL_PACKAGES.items()]
+    lines.append(f"torch=={flavor.version('torch')}")
+    if "tensorflow" in flavor.components:
+        package = flavor.field("tensorflow", "pip_package") or "tensorflow"
+        extras = "[and-cuda]" if flavor.gpu else ""
+        lines.append(f"{package}{extras}=={flavor.version('tensorflow')}")
+    lines += [f"{name}=={version}" for name, version in sorted(flavor.python_packages.items())
+              if name.startswith(CUDA_WHEEL_PREFIX)]
+    return lines
+
+
+def library_requirements(flavor: Flavor) -> list[str]:
+    """Everything else, installed after the Horovod build so a pin change here does not recompile it."""
+    lines = [f"pyspark=={flavor.version('pyspark')}"]
+    lines += [f"{name}=={version}" for name, version in sorted(flavor.python_packages.items())
+              if name not in flavor.no_deps_packages and not name.startswith(CUDA_WHEEL_PREFIX)]
+    lines += [f"{name}" for name in _local_package_dependencies()]
+    return lines
+
+
+def no_deps_requirements(flavor: Flavor) -> list[str]:
+    """Packages installed after the others without their dependencies (see matrix `no_deps`)."""
+    return [f"{name}=={flavor.python_packages[name]}" for name in sorted(flavor.no_deps_packages)]
+
+
+def horovod_build_env(flavor: Flavor) -> dict[str, str]:
+    """HOROVOD_* variables that make every wanted extension a hard requirement of the build."""
+    frameworks = flavor.field("horovod", "frameworks") or []
+    controllers = flavor.field("horovod", "controllers") or []
+    env = {f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}
+    for name in ("pytorch", "tensorflow", "mxnet"):
+        if name not in frameworks:
+            env[f"HOROVOD_WITHOUT_{name.upper()}"] = "1"
+    if flavor.field("horovod", "gpu_operations"):
+        env["HOROVOD_GPU_OPERATIONS"] = str(flavor.field("horovod", "gpu_operations")).upper()
+    build = cuda_build(flavor)
+    if build:
+        env.update({
+            "HOROVOD_CUDA_HOME": build.home,
+            # Horovod's FindPytorch counts torch as a CUDA build only when torch.utils.cpp_extension finds CUDA_HOME.
+            "CUDA_HOME": build.home,
+            # Link the libcudart.so and libnccl.so.2 the frameworks load rather than static copies.
+            "HOROVOD_CUDA_RUNTIME_LIBRARY": "Shared",
+            "HOROVOD_NCCL_LINK": "SHARED",
+            "HOROVOD_NCCL_INCLUDE": f"{site_packages(flavor)}/nvidia/nccl/include",
+            "HOROVOD_NCCL_LIB": f"{CUDA_BUILD_PREFIX}/nccl",
+        })
+    return env
+
+
+def horovod_patches(flavor: Flavor) -> list[str]:
+    """The matrix's horovod `patch`: one file name or a list of them, applied in order."""
+    patches = flavor.field("horovod", "patch") or []
+    return [patches] if isinstance(patches, str) else list(patches)
+
+
+def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
+    env = {"PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_FIND_LINKS": "/tmp/wheelhouse"}
+    if sources.index_url:
+        env["PIP_INDEX_URL"] = sources.index_url
+    torch_index = flavor.field("torch", "index_url")
+    if _wheelhouse_has(sources.wheelhouse, "torch", flavor.version("torch")):
+        torch_index = None
+    extra = sources.extra_index_urls or [url for url in [torch_index] if url]
+    if extra:
+        env["PIP_EXTRA_INDEX_URL"] = " ".join(extra)
+    return env
+
+
+def labels(flavor: Flavor) -> dict[str, str]:
+    components = {f"io.trainstack.{name}.version": str(spec["version"]) for name, spec in flavor.components.items()}
+    return {
+        "org.opencontainers.image.title": f"trainstack {flavor.name}",
+        "org.opencontainers.image.description": flavor.description,
+        "org.opencontainers.image.source": PROJECT_URL,
+        "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.base.name": flavor.base_image,
+        "io.trainstack.flavor": flavor.name,
+        **components,
+    }
+
+
+def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) -> str:
+    java_package = flavor.field("java", "apt_package")
+    context = {
+        "flavor": flavor.name,
+        "base_image": flavor.base_image,
+        "runtime_apt_packages": [*RUNTIME_APT_PACKAGES, java_package],
+        "builder_apt_packages": BUILDER_APT_PACKAGES,
+        "ca_bundle": sources.ca_bundle is not None,
+        "cuda_build": cuda_build(flavor),
+        "cuda_build_prefix": CUDA_BUILD_PREFIX,
+        "build_ca": BUILD_CA_PATH if sources.ca_bundle else None,
+        "nvidia_ld_conf": NVIDIA_LD_CONF if flavor.gpu else None,
+        "builder_env": pip_source_env(sources, flavor),
+        "no_deps_requirements": bool(flavor.no_deps_packages),
+        "horovod_version": flavor.version("horovod"),
+        "horovod_patches": horovod_patches(flavor),
+        "horovod_build_env": horovod_build_env(flavor),
+        "headers_left_in_builder": HEADERS_LEFT_IN_BUILDER,
+        "runtime_env": runtime_env(),
+        "local_packages": list(LOCAL_PACKAGE_DIRS.values()),
+        "labels": labels(flavor),
+        "user": IMAGE_USER,
+    }
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(IMAGES_DIR),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template("Dockerfile.j2").render(context)
+
+
+def runtime_env() -> dict[str, str]:
+    return {
+        "PATH": "/opt/venv/bin:$PATH",
+        "PYSPARK_PYTHON": "/opt/venv/bin/python",
+        "PYSPARK_DRIVER_PYTHON": "/opt/venv/bin/python",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+
+
+def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -> Path:
+    """Writes the rendered Dockerfile and everything it copies into out_dir (replaced if present)."""
+    check_sources(sources)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    out_dir.mkdir(parents=True)
+    (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources))
+    (out_dir / "requirements-frameworks.txt").write_text("\n".join(framework_requirements(flavor)) + "\n")
+    (out_dir / "requirements-libraries.txt").write_text("\n".join(library_requirements(flavor)) + "\n")
+    (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))
+    (out_dir / "patches").mkdir()
+    for patch in horovod_patches(flavor):
+        shutil.copyfile(IMAGES_DIR / "patches" / patch, out_dir / "patches" / patch)
+    shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
+    shutil.copytree(REPO_ROOT / "launcher", out_dir / "launcher", ignore=_ignore_build_debris)
+    shutil.copytree(REPO_ROOT / "examples", out_dir / "examples", ignore=_ignore_build_debris)
+    shutil.copytree(REPO_ROOT / "templates", out_dir / "templates", ignore=_ignore_build_debris)
+    wheelhouse = out_dir / "wheelhouse"
+    wheelhouse.mkdir()
+    if sources.wheelhouse:
+        for wheel in sorted(sources.wheelhouse.glob("*.whl")):
+            _link_or_copy(wheel, wheelhouse / wheel.name)
+    if sources.ca_bundle:
+        (out_dir / "build-ca").mkdir()
+        shutil.copyfile(sources.ca_bundle, out_dir / "build-ca" / "ca-bundle.crt")
+    return out_dir
+
+
+def check_sources(sources: SourceOptions) -> None:
+    if sources.ca_bundle is not None and not sources.ca_bundle.is_file():
+        raise TrainstackError(f"--ca-bundle: {sources.ca_bundle} is not a file; give a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")
+    if sources.wheelhouse is not None:
+        if not sources.wheelhouse.is_dir():
+            raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} is not a directory; give a folder of .whl files")
+        if not any(sources.wheelhouse.glob("*.whl")):
+            raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} holds no .whl files")
+
+
+def _local_package_dependencies() -> list[str]:
+    """Runtime dependencies declared by launcher/ and templates/, installed with the frameworks."""
+    import tomllib
+
+    names: list[str] = []
+    for name in LOCAL_PACKAGE_DIRS:
+        pyproject = REPO_ROOT / name / "pyproject.toml"
+        names += tomllib.loads(pyproject.read_text())["project"].get("dependencies", [])
+    return sorted(set(names))
+
+
+def _wheelhouse_has(wheelhouse: Path | None, name: str, version: str | None) -> bool:
+    """True when the wheelhouse holds a wheel of name==version (then its own index is not needed)."""
+    if wheelhouse is None or version is None:
+        return False
+    return any(wheelhouse.glob(f"{name}-{version}-*.whl"))
+
+
+def _ignore_build_debris(directory: str, names: list[str]) -> set[str]:
+    return {name for name in names if name in {"__pycache__", "build", "dist"} or name.endswith(".egg-info")}
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        target.hardlink_to(source)
+    except OSError:
+        shutil.copyfile(source, target)

@@ -1,0 +1,66 @@
+"""The training workflows users bring from other platforms, as they run in our image.
+
+Each one runs an example from /opt/trainstack/examples and ends with a JSON summary line from
+rank 0 (ranks that took part, loss per epoch, held-out accuracy); the image tests assert on it
+and benchmarks/workflows.py times it.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+EXAMPLES = "/opt/trainstack/examples"
+CHECKPOINTS = "/tmp/checkpoints"
+
+
+@dataclass(frozen=True)
+class Workflow:
+    name: str
+    origin: str
+    command: list[str]
+    min_accuracy: float = 0.9
+    writes_checkpoint: bool = True
+
+
+def _example(script: str, *args: str) -> list[str]:
+    return [f"{EXAMPLES}/{script}", *args]
+
+
+WORKFLOWS = [
+    Workflow("horovod-torch-trainrun", "Horovod images, Databricks ML (Horovod + PyTorch)",
+             ["trainrun", "mpi", "-np", "2", "--", "python",
+              *_example("horovod_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("horovod-torch-mpirun", "Horovod images: `mpirun -np 2 python train.py`",
+             ["mpirun", "-np", "2", "python", *_example("horovod_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("horovod-keras", "Horovod images, Databricks ML (horovod.tensorflow.keras)",
+             ["trainrun", "mpi", "-np", "2", "--", "python",
+              *_example("horovod_keras_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("ddp-torchrun", "torchrun (`trainrun torch`)",
+             ["trainrun", "torch", "--nproc-per-node", "2", "--",
+              *_example("ddp_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("ddp-distributed-launch", "`python -m torch.distributed.launch` (legacy --local-rank argument)",
+             ["python", "-m", "torch.distributed.launch", "--nproc-per-node", "2",
+              *_example("ddp_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("torch-distributor-local", "PySpark TorchDistributor(local_mode=True)",
+             ["python", *_example("torch_distributor_mnist.py", "--local-mode")], writes_checkpoint=False),
+    Workflow("torch-distributor", "PySpark TorchDistributor(local_mode=False) on local[2]",
+             ["python", *_example("torch_distributor_mnist.py")], writes_checkpoint=False),
+    Workflow("horovod-runner", "Databricks HorovodRunner(np=2).run(train, **kwargs) (trainrun.HorovodRunner)",
+             ["python", *_example("horovod_runner_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("trainrun-run-torch", "trainrun.run(train, ..., backend=\"torch\", num_processes=2)",
+             ["python", *_example("trainrun_run_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+]
+
+
+def summary(output: str) -> dict:
+    """The last JSON object line the workflow printed."""
+    for line in reversed(output.splitlines()):
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            return json.loads(line)
+    raise ValueError("the workflow printed no JSON summary line")
+
+
+def checkpoint_writers(output: str) -> list[str]:
+    """The `rank N wrote PATH` lines: who wrote a checkpoint."""
+    return [line.split(" wrote ")[0].strip() for line in output.splitlines() if " wrote " in line and line.strip().startswith("rank ")]
