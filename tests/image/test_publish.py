@@ -4,6 +4,7 @@ import subprocess
 import time
 import urllib.request
 
+import docker.errors
 import pytest
 
 from trainstack.publish import push_flavor
@@ -41,6 +42,23 @@ def registry(tmp_path):
         process.wait(timeout=30)
 
 
+def _restore(docker_client, image_id: str, local_tags: list[str], pushed: list[str]) -> None:
+    """Puts the built image back under its local tags, pulling it again if the test left it removed."""
+    try:
+        restored = docker_client.images.get(image_id)
+    except docker.errors.ImageNotFound:
+        restored = docker_client.images.pull(pushed[0])
+    for tag in local_tags:
+        repository, _, name = tag.rpartition(":")
+        restored.tag(repository, name)
+    for tag in pushed:
+        try:
+            docker_client.images.remove(tag, noprune=True)
+        except docker.errors.ImageNotFound:
+            pass
+
+
+@pytest.mark.untags_image
 def test_push_remove_pull_run(docker_client, image, registry):
     local_tags = list(image.tags)
     pushed = push_flavor("trainstack", "cpu", registry)
@@ -58,9 +76,4 @@ def test_push_remove_pull_run(docker_client, image, registry):
         )
         assert b"pulled image works" in output
     finally:
-        restored = docker_client.images.get(image.id)
-        for tag in local_tags:
-            repository, _, name = tag.rpartition(":")
-            restored.tag(repository, name)
-        for tag in pushed:
-            docker_client.images.remove(tag, noprune=True)
+        _restore(docker_client, image.id, local_tags, pushed)
