@@ -4,7 +4,7 @@
 
 Function form: `TorchDistributor(...).run(train_fn, lr, epochs)` with the imports inside the
 function; helper modules reach the executors with `addPyFile`. Script form (`--script`):
-`TorchDistributor(...).run("ddp_torch_mnist.py", "--lr=0.04")`.
+`TorchDistributor(...).run("ddp_torch_mnist.py", "--lr=0.04", ...)`, whose rank 0 prints the summary.
 """
 import argparse
 import json
@@ -76,11 +76,11 @@ def main():
         spark.sparkContext.addPyFile(os.path.join(HERE, module))
     distributor = TorchDistributor(num_processes=2, local_mode=args.local_mode, use_gpu=False)
     if args.script:
+        # The ranks' output reaches this driver; rank 0 prints the script's own summary line.
         distributor.run(os.path.join(HERE, "ddp_torch_mnist.py"), "--lr=0.04", "--checkpoint-dir=/tmp/checkpoints")
-        result = {"workflow": "torch-distributor-script"}
     else:
-        result = {"workflow": "torch-distributor", **distributor.run(train_fn, 0.04, 3)}
-    print(json.dumps({**result, "local_mode": args.local_mode}), flush=True)
+        result = distributor.run(train_fn, 0.04, 3)
+        print(json.dumps({"workflow": "torch-distributor", **result, "local_mode": args.local_mode}), flush=True)
     spark.stop()
 
 

@@ -18,6 +18,7 @@ import pytest
 from pooltemplates import pool
 from pooltemplates.pool.master import read_master_state
 from pooltemplates.render.local_pool import POOL_LABEL
+from trainstack.workflows import EXAMPLES, summary
 
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240
@@ -118,6 +119,17 @@ def test_horovod_spark_run_across_both_workers(docker_client, running_pool):
     ranks = re.findall(r"horovod.spark rank (\d) on (\S+) allreduce=3.0", output)
     assert sorted(rank for rank, _ in ranks) == ["0", "1"], output[-4000:]
     assert {host for _, host in ranks} == {f"{running_pool['pool']}-worker-{n}" for n in (1, 2)}
+
+
+def test_torch_distributor_trains_on_the_pool(docker_client, running_pool):
+    code, output = submit(docker_client, running_pool, [
+        "timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES}/torch_distributor_mnist.py",
+        "--master", running_pool["master_url"]["network"]])
+    assert code == 0, output[-4000:]
+    result = summary(output)
+    assert result["ranks"] == 2, output[-4000:]
+    assert result["losses"][-1] < result["losses"][0] / 2, result
+    assert result["accuracy"] >= 0.9, result
 
 
 def test_killed_worker_fails_the_job_fast(docker_client, running_pool):

@@ -24,6 +24,7 @@ pandas==2.3.3
 psutil==7.2.2
 pyarrow==26.0.1
 pyspark==4.3.0
+spark-tensorflow-distributor==1.0.0
 tensorboard==2.20.0
 tensorflow-cpu==2.21.0
 tf_keras==2.21.0

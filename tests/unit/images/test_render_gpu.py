@@ -112,10 +112,13 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
     gpu = write_build_context(matrix.flavor("gpu-cu13"), SourceOptions(), tmp_path / "gpu")
     assert sorted(path.name for path in (gpu / "patches").iterdir()) == [
         "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-shared-cuda-runtime.patch",
+        "horovod-0.28.1-spark-current-pyarrow.patch",
     ]
     assert (gpu / "scripts" / "nvidia_ld_conf.py").is_file()
     cpu = write_build_context(matrix.flavor("cpu"), SourceOptions(), tmp_path / "cpu")
-    assert [path.name for path in (cpu / "patches").iterdir()] == ["horovod-0.28.1-current-frameworks.patch"]
+    assert sorted(path.name for path in (cpu / "patches").iterdir()) == [
+        "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-spark-current-pyarrow.patch",
+    ]
 
 
 def test_unknown_cuda_build_tools_are_refused(matrix):

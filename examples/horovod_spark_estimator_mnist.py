@@ -1,0 +1,111 @@
+"""horovod.spark's TorchEstimator on a Spark DataFrame, as Databricks Runtime ML's Horovod
+estimator examples use it: fit on a DataFrame of images, transform held-out images, score them.
+
+    python horovod_spark_estimator_mnist.py [--master URL] [--store DIR] [--epochs N]
+
+The DataFrame holds MNIST-shaped images as DenseVector features and a double label. The estimator
+trains with 2 Horovod processes (Gloo) inside Spark tasks, reading the data it wrote to a local
+Store; rank 0 alone writes the checkpoint there. In trainstack images Horovod reads that data with
+pyarrow (Horovod's ArrowDataModule, from our patch), since petastorm does not work with current pyarrow.
+"""
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from pyspark.ml.evaluation import MulticlassClassificationEvaluator
+from pyspark.ml.linalg import Vectors
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as sql
+from pyspark.sql import types
+
+from digit_net import DigitNet
+from synthetic_digits import make_digits
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def digits_frame(spark: SparkSession, count: int, seed: int):
+    images, labels = make_digits(count, seed)
+    rows = [(Vectors.dense(image.reshape(-1).astype(float)), float(label)) for image, label in zip(images, labels)]
+    return spark.createDataFrame(rows, ["features", "label"])
+
+
+def cross_entropy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(outputs, labels.long())
+
+
+def world_size(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """A metric that is the number of ranks: averaged over every rank, it proves they all trained."""
+    import horovod.torch as hvd
+
+    return torch.tensor(float(hvd.size()))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--store", default="/tmp/horovod-store")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=0.02)
+    args = parser.parse_args()
+
+    import horovod.spark.torch as hvd_spark
+    from horovod.spark.common.backend import SparkBackend
+    from horovod.spark.common.store import LocalStore
+
+    spark = SparkSession.builder.master(args.master).appName("horovod-spark-estimator-example").getOrCreate()
+    for module in ("digit_net.py", "synthetic_digits.py"):
+        spark.sparkContext.addPyFile(os.path.join(HERE, module))
+    train_df = digits_frame(spark, 3000, seed=0)
+    test_df = digits_frame(spark, 1000, seed=1)
+
+    torch.manual_seed(42)
+    model = DigitNet()
+    estimator = hvd_spark.TorchEstimator(
+        backend=SparkBackend(num_proc=2, use_gloo=True),
+        store=LocalStore(args.store),
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9),
+        loss=cross_entropy,
+        metrics=[world_size],
+        input_shapes=[[-1, 1, 28, 28]],
+        feature_cols=["features"],
+        label_cols=["label"],
+        partitions_per_process=1,
+        validation=0.1,
+        batch_size=32,
+        epochs=args.epochs,
+        random_seed=42,
+        verbose=1,
+    )
+    torch_model = estimator.fit(train_df).setOutputCols(["label_prob"])
+
+    store = estimator.getStore()
+    run_dir = store.get_localized_path(store.get_checkpoint_path(torch_model.getRunId()))
+    checkpoint = os.path.join(run_dir, store.get_checkpoint_filename())
+    if os.path.exists(checkpoint):
+        print(f"rank 0 wrote {checkpoint}", flush=True)  # Horovod's remote trainer saves on rank 0 only
+
+    argmax = sql.udf(lambda probabilities: float(np.argmax(probabilities)), types.DoubleType())
+    predictions = torch_model.transform(test_df).withColumn("label_pred", argmax("label_prob"))
+    accuracy = MulticlassClassificationEvaluator(predictionCol="label_pred", labelCol="label",
+                                                 metricName="accuracy").evaluate(predictions)
+    history = torch_model.getHistory()
+    train_metrics = history[-1]["train"]["all_metrics"]
+    print(json.dumps({"workflow": "horovod-spark-estimator", "ranks": round(_only_value(train_metrics)),
+                      "losses": [epoch["train"]["loss"] for epoch in history], "accuracy": accuracy}), flush=True)
+    spark.stop()
+
+
+def _only_value(metrics) -> float:
+    """The one metric's value, however Horovod nests metric groups and label columns."""
+    while isinstance(metrics, (list, tuple, dict)):
+        (metrics,) = metrics.values() if isinstance(metrics, dict) else metrics
+    return float(metrics)
+
+
+if __name__ == "__main__":
+    main()

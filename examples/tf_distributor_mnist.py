@@ -1,0 +1,90 @@
+"""TensorFlow on Spark as spark-tensorflow-distributor runs it (Databricks Runtime ML):
+`MirroredStrategyRunner(num_slots=2, use_gpu=False).run(train_fn, **kwargs)`.
+
+    python tf_distributor_mnist.py [--master URL] [--checkpoint-dir DIR]
+
+One barrier task per slot; the runner sets TF_CONFIG in each, builds a MultiWorkerMirroredStrategy
+and calls train_fn inside its scope, so the model and optimizer are created there. Imports sit
+inside train_fn, as the distributor's users are told. Worker 0 (the chief) alone writes the
+checkpoint; the runner returns the chief's result.
+"""
+import argparse
+import json
+import os
+
+from pyspark.sql import SparkSession
+from spark_tensorflow_distributor import MirroredStrategyRunner
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def train_fn(lr: float, epochs: int, batch_size: int, checkpoint_dir: str) -> dict:
+    import json
+    import os
+
+    import numpy as np
+    import tensorflow as tf
+
+    from synthetic_digits import make_digits
+
+    worker = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
+    strategy = tf.distribute.get_strategy()
+    workers = strategy.num_replicas_in_sync
+    tf.random.set_seed(42)
+
+    images, labels = make_digits(3000, seed=0)
+    images = np.transpose(images, (0, 2, 3, 1))
+    # Each worker reads its own shard. The dataset's batch is the global one: the strategy gives
+    # each worker batch_size of it.
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.OFF
+    dataset = (tf.data.Dataset.from_tensor_slices((images, labels)).shard(workers, worker)
+               .shuffle(1024, seed=worker).repeat().batch(batch_size * workers).with_options(options))
+    steps_per_epoch = len(labels) // workers // batch_size
+
+    model = tf.keras.Sequential([
+        tf.keras.layers.Input(shape=(28, 28, 1)),
+        tf.keras.layers.Conv2D(8, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Conv2D(16, 3, activation="relu"),
+        tf.keras.layers.MaxPooling2D(),
+        tf.keras.layers.Flatten(),
+        tf.keras.layers.Dense(10),
+    ])
+    model.compile(optimizer=tf.keras.optimizers.SGD(lr * workers, momentum=0.9), metrics=["accuracy"],
+                  loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=2 if worker == 0 else 0)
+
+    test_images, test_labels = make_digits(1000, seed=1)
+    logits = model(np.transpose(test_images, (0, 2, 3, 1)), training=False).numpy()  # local, no collectives
+    accuracy = float(np.mean(np.argmax(logits, axis=1) == test_labels))
+    # A cross-worker sum: it completes only when every worker takes part.
+    ranks = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
+    result = {"worker": worker, "ranks": int(ranks.numpy()), "losses": [float(v) for v in history.history["loss"]],
+              "accuracy": accuracy}
+    if worker == 0:
+        os.makedirs(checkpoint_dir, exist_ok=True)
+        path = os.path.join(checkpoint_dir, "tf_distributor.weights.npz")
+        np.savez(path, *model.get_weights())
+        result["checkpoint"] = path
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--checkpoint-dir", default="/tmp/checkpoints")
+    parser.add_argument("--epochs", type=int, default=3)
+    args = parser.parse_args()
+
+    spark = SparkSession.builder.master(args.master).appName("tf-distributor-example").getOrCreate()
+    spark.sparkContext.addPyFile(os.path.join(HERE, "synthetic_digits.py"))
+    result = MirroredStrategyRunner(num_slots=2, use_gpu=False).run(
+        train_fn, lr=0.02, epochs=args.epochs, batch_size=32, checkpoint_dir=args.checkpoint_dir)
+    print(f"rank {result['worker']} wrote {result['checkpoint']}", flush=True)
+    print(json.dumps({"workflow": "tf-distributor", **result}), flush=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
