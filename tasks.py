@@ -67,12 +67,13 @@ def matrix(c, gpu=False):
 
 @task
 def docs(c):
-    """Regenerate the README's version table from the matrix."""
+    """Regenerate the README's version table (from the matrix) and workflow table."""
     from trainstack.matrix import REPO_ROOT, load_matrix
-    from trainstack.report import with_matrix_table
+    from trainstack.report import with_generated_tables
+    from trainstack.workflows import WORKFLOWS
 
     readme = REPO_ROOT / "README.md"
-    readme.write_text(with_matrix_table(readme.read_text(), load_matrix()))
+    readme.write_text(with_generated_tables(readme.read_text(), load_matrix(), WORKFLOWS))
 
 
 @task(iterable=["set"], help={"gpu": "the gpu flavor", "flavor": "any flavor by name", "set": "override KEY=VALUE"})

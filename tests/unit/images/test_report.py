@@ -1,10 +1,17 @@
 from trainstack.matrix import REPO_ROOT, load_matrix
-from trainstack.report import flavor_table, with_matrix_table
+from trainstack.report import flavor_table, with_generated_tables, workflow_table
+from trainstack.workflows import WORKFLOWS
 
 
-def test_readme_table_is_generated_from_the_matrix():
+def test_readme_tables_are_generated():
     readme = (REPO_ROOT / "README.md").read_text()
-    assert with_matrix_table(readme, load_matrix()) == readme, "run `invoke docs`"
+    assert with_generated_tables(readme, load_matrix(), WORKFLOWS) == readme, "run `invoke docs`"
+
+
+def test_workflow_table_has_a_row_per_workflow_with_its_command():
+    table = workflow_table(WORKFLOWS)
+    assert len(table.splitlines()) == 2 + len(WORKFLOWS)
+    assert "| horovod-torch-mpirun | Horovod images: `mpirun -np 2 python train.py` | `mpirun -np 2 python " in table
 
 
 def test_table_has_a_row_per_flavor():
