@@ -12,19 +12,8 @@ import horovod.tensorflow.keras as hvd  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+from digit_keras_net import digit_keras_net  # noqa: E402
 from synthetic_digits import make_digits, training_arguments  # noqa: E402
-
-
-def build_model() -> tf.keras.Model:
-    return tf.keras.Sequential([
-        tf.keras.layers.Input(shape=(28, 28, 1)),
-        tf.keras.layers.Conv2D(8, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Conv2D(16, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(10),
-    ])
 
 
 def main():
@@ -44,7 +33,7 @@ def main():
     dataset = shard.shuffle(1024, seed=hvd.rank()).batch(args.batch_size).repeat()
     steps_per_epoch = args.train_size // hvd.size() // args.batch_size
 
-    model = build_model()
+    model = digit_keras_net()
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9))
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))

@@ -25,6 +25,7 @@ def train_fn(lr: float, epochs: int, batch_size: int, checkpoint_dir: str) -> di
     import numpy as np
     import tensorflow as tf
 
+    from digit_keras_net import digit_keras_net
     from synthetic_digits import make_digits
 
     worker = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
@@ -42,15 +43,7 @@ def train_fn(lr: float, epochs: int, batch_size: int, checkpoint_dir: str) -> di
                .shuffle(1024, seed=worker).repeat().batch(batch_size * workers).with_options(options))
     steps_per_epoch = len(labels) // workers // batch_size
 
-    model = tf.keras.Sequential([
-        tf.keras.layers.Input(shape=(28, 28, 1)),
-        tf.keras.layers.Conv2D(8, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Conv2D(16, 3, activation="relu"),
-        tf.keras.layers.MaxPooling2D(),
-        tf.keras.layers.Flatten(),
-        tf.keras.layers.Dense(10),
-    ])
+    model = digit_keras_net()
     model.compile(optimizer=tf.keras.optimizers.SGD(lr * workers, momentum=0.9), metrics=["accuracy"],
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=2 if worker == 0 else 0)
@@ -78,7 +71,8 @@ def main():
     args = parser.parse_args()
 
     spark = SparkSession.builder.master(args.master).appName("tf-distributor-example").getOrCreate()
-    spark.sparkContext.addPyFile(os.path.join(HERE, "synthetic_digits.py"))
+    for module in ("digit_keras_net.py", "synthetic_digits.py"):
+        spark.sparkContext.addPyFile(os.path.join(HERE, module))
     result = MirroredStrategyRunner(num_slots=2, use_gpu=False).run(
         train_fn, lr=0.02, epochs=args.epochs, batch_size=32, checkpoint_dir=args.checkpoint_dir)
     print(f"rank {result['worker']} wrote {result['checkpoint']}", flush=True)
