@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 
+import cloudpickle
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -21,7 +22,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as sql
 from pyspark.sql import types
 
-from digit_net import DigitNet
+import digit_net
 from synthetic_digits import make_digits
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -56,6 +57,9 @@ def main():
     from horovod.spark.common.backend import SparkBackend
     from horovod.spark.common.store import LocalStore
 
+    # Horovod's ranks are processes that Spark tasks start, outside the Python path that addPyFile
+    # gives Spark's own workers: the model's class travels with the pickled model instead.
+    cloudpickle.register_pickle_by_value(digit_net)
     spark = SparkSession.builder.master(args.master).appName("horovod-spark-estimator-example").getOrCreate()
     for module in ("digit_net.py", "synthetic_digits.py"):
         spark.sparkContext.addPyFile(os.path.join(HERE, module))
@@ -63,14 +67,14 @@ def main():
     test_df = digits_frame(spark, 1000, seed=1)
 
     torch.manual_seed(42)
-    model = DigitNet()
+    model = digit_net.DigitNet()
     estimator = hvd_spark.TorchEstimator(
         backend=SparkBackend(num_proc=2, use_gloo=True),
         store=LocalStore(args.store),
         model=model,
         optimizer=torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9),
         loss=cross_entropy,
-        metrics=[world_size],
+        metrics=[[world_size]],  # one group, applied to every label column
         input_shapes=[[-1, 1, 28, 28]],
         feature_cols=["features"],
         label_cols=["label"],
