@@ -70,7 +70,12 @@ def main():
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()
 
-    spark = SparkSession.builder.master(args.master).appName("tf-distributor-example").getOrCreate()
+    # Keras 3 (TF >= 2.16's default) fails in model.fit under MultiWorkerMirroredStrategy
+    # ("Attempt to convert a value (PerReplica...)"); the Keras 2 that this distributor's users
+    # wrote their code for is tf_keras, which tf.keras resolves to when TF_USE_LEGACY_KERAS=1 is
+    # set before TensorFlow is imported in the executors' Python workers.
+    spark = (SparkSession.builder.master(args.master).appName("tf-distributor-example")
+             .config("spark.executorEnv.TF_USE_LEGACY_KERAS", "1").getOrCreate())
     for module in ("digit_keras_net.py", "synthetic_digits.py"):
         spark.sparkContext.addPyFile(os.path.join(HERE, module))
     result = MirroredStrategyRunner(num_slots=2, use_gpu=False).run(
