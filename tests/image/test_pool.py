@@ -1,4 +1,5 @@
-"""A real pool of the image (1 master + 2 workers): jobs across the workers, a killed worker, pool.down.
+"""A real pool of the image (1 master + 2 workers): trainrun spark, horovod.spark and TorchDistributor
+jobs across the workers, a killed worker, pool.down.
 
 Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
 in file order: the worker kill damages the pool, so it comes last but for `down`.
