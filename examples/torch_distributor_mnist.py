@@ -3,7 +3,7 @@
     python torch_distributor_mnist.py [--master URL] [--local-mode] [--script]
 
 Function form: `TorchDistributor(...).run(train_fn, lr, epochs)` with the imports inside the
-function; helper modules reach the executors with `addPyFile`. Script form (`--script`):
+function; helper modules reach the ranks through PYTHONPATH. Script form (`--script`):
 `TorchDistributor(...).run("ddp_torch_mnist.py", "--lr=0.04", ...)`, whose rank 0 prints the summary.
 """
 import argparse
@@ -69,11 +69,12 @@ def main():
     parser.add_argument("--script", action="store_true")
     args = parser.parse_args()
 
-    # Helper modules: local mode runs torchrun on the driver (PYTHONPATH), other modes on executors (addPyFile).
+    # The helper modules train_fn imports must be on the path of the processes torchrun starts: on the
+    # driver in local mode, in the executors otherwise (every container of the image has them at HERE;
+    # addPyFile would reach Spark's own Python workers only, not torchrun's children).
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
-    spark = SparkSession.builder.master(args.master).appName("torch-distributor-example").getOrCreate()
-    for module in ("digit_net.py", "synthetic_digits.py"):
-        spark.sparkContext.addPyFile(os.path.join(HERE, module))
+    spark = (SparkSession.builder.master(args.master).appName("torch-distributor-example")
+             .config("spark.executorEnv.PYTHONPATH", HERE).getOrCreate())
     distributor = TorchDistributor(num_processes=2, local_mode=args.local_mode, use_gpu=False)
     if args.script:
         # The ranks' output reaches this driver; rank 0 prints the script's own summary line.
