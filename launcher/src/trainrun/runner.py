@@ -104,8 +104,10 @@ def run_plan(plan: Plan, timeout: float | None = None) -> None:
     job_id = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="trainrun-") as status_dir, _Signals() as signals:
         env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
-        # Own session: a terminal's Ctrl-C reaches trainrun only, which then stops the job in order.
-        proc = subprocess.Popen(plan.argv, env=env, start_new_session=True)
+        # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
+        # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
+        # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
+        proc = subprocess.Popen(plan.argv, env=env, process_group=0)
         pidfd = _open_pidfd(proc.pid)
         started = time.monotonic()
         stopped: JobFailed | None = None  # set when trainrun itself stops the job: signal or --timeout
