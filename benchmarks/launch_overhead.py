@@ -116,13 +116,16 @@ def measure(raw: Callable[[], Launch], wrapped: list[str], pairs: int) -> dict:
             raw_times.append(raw_time)
             trainrun_times.append(trainrun_time)
     raw_median, trainrun_median = statistics.median(raw_times), statistics.median(trainrun_times)
-    ratio = trainrun_median / raw_median
+    # Each pair ran back to back, so its ratio cancels the load drifts of a shared machine; the
+    # target is judged on the median of these.
+    ratio = statistics.median(t / r for t, r in zip(trainrun_times, raw_times))
     return {
         "raw_command": raw()[0], "trainrun_command": wrapped, "pairs": pairs,
         "raw_seconds": [round(t, 4) for t in raw_times], "trainrun_seconds": [round(t, 4) for t in trainrun_times],
         "raw_median_s": round(raw_median, 4), "trainrun_median_s": round(trainrun_median, 4),
         "overhead_median_s": round(trainrun_median - raw_median, 4),
-        "ratio_of_medians": round(ratio, 4),
+        "ratio_of_medians": round(trainrun_median / raw_median, 4),
+        "median_pair_ratio": round(ratio, 4),
     }
 
 
@@ -150,7 +153,7 @@ def main() -> int:
     report = {
         "benchmark": "launch overhead, trivial 2-process job",
         "target": {"job": TARGET_JOB, "ratio_at_most": TARGET_RATIO,
-                   "met": {backend: results[f"{backend}/{TARGET_JOB}"]["ratio_of_medians"] <= TARGET_RATIO
+                   "met": {backend: results[f"{backend}/{TARGET_JOB}"]["median_pair_ratio"] <= TARGET_RATIO
                            for backend in args.backends} if TARGET_JOB in args.jobs else None},
         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "host": {"label": args.label, "cpus": os.cpu_count(), "python": platform.python_version(),
@@ -162,7 +165,8 @@ def main() -> int:
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     for name, result in results.items():
         print(f"{name:20} raw {result['raw_median_s']:.3f}s  trainrun {result['trainrun_median_s']:.3f}s  "
-              f"ratio {result['ratio_of_medians']:.3f}  overhead {result['overhead_median_s'] * 1000:.0f} ms")
+              f"ratio {result['median_pair_ratio']:.3f} (of medians {result['ratio_of_medians']:.3f})  "
+              f"overhead {result['overhead_median_s'] * 1000:.0f} ms")
     met = report["target"]["met"]
     if met is not None:
         print(f"target: {TARGET_JOB} ratio <= {TARGET_RATIO}: " + ", ".join(f"{b} {'met' if ok else 'MISSED'}"
