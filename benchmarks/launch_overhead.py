@@ -120,7 +120,7 @@ def measure(raw: Callable[[], Launch], wrapped: list[str], pairs: int) -> dict:
     # target is judged on the median of these.
     ratio = statistics.median(t / r for t, r in zip(trainrun_times, raw_times))
     return {
-        "raw_command": raw()[0], "trainrun_command": wrapped, "pairs": pairs,
+        "raw_command": raw_argv, "trainrun_command": wrapped, "pairs": pairs,
         "raw_seconds": [round(t, 4) for t in raw_times], "trainrun_seconds": [round(t, 4) for t in trainrun_times],
         "raw_median_s": round(raw_median, 4), "trainrun_median_s": round(trainrun_median, 4),
         "overhead_median_s": round(trainrun_median - raw_median, 4),

@@ -98,17 +98,11 @@ def main():
     accuracy = MulticlassClassificationEvaluator(predictionCol="label_pred", labelCol="label",
                                                  metricName="accuracy").evaluate(predictions)
     history = torch_model.getHistory()
-    train_metrics = history[-1]["train"]["all_metrics"]
-    print(json.dumps({"workflow": "horovod-spark-estimator", "ranks": round(_only_value(train_metrics)),
+    # all_metrics: one {metric name: average over ranks} per metric group; ours has one metric.
+    (ranks,) = history[-1]["train"]["all_metrics"][0].values()
+    print(json.dumps({"workflow": "horovod-spark-estimator", "ranks": round(ranks),
                       "losses": [epoch["train"]["loss"] for epoch in history], "accuracy": accuracy}), flush=True)
     spark.stop()
-
-
-def _only_value(metrics) -> float:
-    """The one metric's value, however Horovod nests metric groups and label columns."""
-    while isinstance(metrics, (list, tuple, dict)):
-        (metrics,) = metrics.values() if isinstance(metrics, dict) else metrics
-    return float(metrics)
 
 
 if __name__ == "__main__":
