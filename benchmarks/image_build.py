@@ -20,7 +20,7 @@ from pathlib import Path
 from trainstack import docker_client
 from trainstack.build import BUILD_DIR, run_build
 from trainstack.matrix import load_matrix
-from trainstack.render import SourceOptions, write_build_context
+from trainstack.build_context import SourceOptions, write_build_context
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
 SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 10.0, "gpu-cu13": 10.0}

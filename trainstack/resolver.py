@@ -24,7 +24,7 @@ from packaging.version import Version
 
 from trainstack.errors import TrainstackError
 from trainstack.matrix import Flavor
-from trainstack.render import CUDA_WHEEL_PREFIX
+from trainstack.build_context import CUDA_WHEEL_PREFIX
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple"
 # A pinned pip, since resolution differs across versions; older ones (e.g. 23.2) also

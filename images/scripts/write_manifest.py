@@ -18,7 +18,7 @@ from pathlib import Path
 
 FRAMEWORK_PACKAGES = [
     "torch", "tensorflow", "tensorflow-cpu", "tf_keras", "keras", "horovod", "pyspark",
-    "numpy", "mpi4py", "trainrun", "trainstack-templates",
+    "numpy", "mpi4py", "trainrun", "pooltemplates",
 ]
 CUDA_LIBRARY_PACKAGES = {
     "cuda": ["nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime", "nvidia-cuda-runtime-cu13"],

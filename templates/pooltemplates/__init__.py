@@ -3,7 +3,7 @@ from .barrier import check_barrier_job
 from .errors import Problem, TemplateError, TemplateWarning
 from .loading import load_template, packaged_templates, read_template
 from .overrides import parse_assignments
-from .render import TARGETS, render
+from .targets import TARGETS, render
 from .resources import package_file
 from .schema import PoolTemplate
 from .validation import validate

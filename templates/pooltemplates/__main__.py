@@ -1,7 +1,6 @@
-"""`python -m pooltemplates render synapse-gpu-large --target synapse`: the invoke tasks, standalone."""
-from invoke import Collection, Program
+"""`python -m pooltemplates render synapse-gpu-large --target synapse`: see pooltemplates.cli."""
+import sys
 
-from pooltemplates import tasks
+from .cli import main
 
-Program(namespace=Collection.from_module(tasks), name="pooltemplates",
-        binary="python -m pooltemplates").run()
+sys.exit(main())

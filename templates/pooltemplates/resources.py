@@ -9,7 +9,7 @@ DISCOVERY_SCRIPT = "scripts/discover-gpus.sh"
 
 def pools_dir() -> Path:
     """The directory of packaged template YAML files (the package installs unzipped)."""
-    return Path(str(resources.files("pooltemplates.pools")))
+    return Path(str(resources.files("pooltemplates").joinpath("pools")))
 
 
 def package_file(relative: str) -> Path:

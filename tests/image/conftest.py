@@ -10,6 +10,8 @@ import pytest
 
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
 UNITS_DIR = Path(__file__).parent / "units"
+# The rank scripts the integration tests run on the host, shared with the image tests.
+RANKS_DIR = Path(__file__).parents[1] / "support" / "ranks"
 
 
 class ImageRunner:
@@ -19,8 +21,10 @@ class ImageRunner:
 
     def run(self, command: list[str] | str, expect: int = 0, timeout: int = 300, env: dict | None = None,
             volumes: dict | None = None, user: str | None = None) -> str:
-        """Runs `command` with the test units mounted at /units; asserts the exit code; returns the output."""
-        mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, **(volumes or {})}
+        """Runs `command` with the test units at /units and the rank scripts at /ranks; asserts the exit code;
+        returns the output."""
+        mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, str(RANKS_DIR): {"bind": "/ranks", "mode": "ro"},
+                  **(volumes or {})}
         container = self.client.containers.create(
             self.image, command=command, environment=env or {}, volumes=mounts, shm_size="1g",
             user=user, detach=True,

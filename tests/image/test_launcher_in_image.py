@@ -18,7 +18,8 @@ JOBS = {
 
 
 def trainrun(backend: str, script: str, *args: str) -> list[str]:
-    return ["trainrun", *JOBS[backend], f"/units/{script}", *args]
+    """`script` is a path in the container, or the name of a unit under /units."""
+    return ["trainrun", *JOBS[backend], script if script.startswith("/") else f"/units/{script}", *args]
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +79,7 @@ def test_same_rank_env_script_and_gloo_allreduce_under_every_backend(rank_env_re
 # Spark's failing rank (a minute of image time) is covered on the host by tests/integration/test_failures.py.
 @pytest.mark.parametrize("backend", ["mpi", "torch"])
 def test_failing_rank_stops_the_job_and_leaves_no_process(in_image, backend):
-    output = in_image.run(["sh", "/units/trainrun_then_ps.sh", *trainrun(backend, "fail_rank.py")[1:]],
+    output = in_image.run(["sh", "/units/trainrun_then_ps.sh", *trainrun(backend, "/ranks/fail_rank.py")[1:]],
                           expect=3, env=JOB_ENV)
     assert "trainrun: rank 1 exited with code 3" in output, output[-3000:]
     script_pid, listing = re.search(r"processes after trainrun \(script (\d+)\):\n(.*)", output, re.DOTALL).groups()

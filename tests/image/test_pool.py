@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from pooltemplates import pool
-from pooltemplates.pool.master import read_master_state
-from pooltemplates.render.local_pool import POOL_LABEL
+from trainstack import localpool as pool
+from trainstack.localpool.master import read_master_state
+from trainstack.localpool.layout import POOL_LABEL
 from trainstack.workflows import EXAMPLES, summary
 
 UNITS_DIR = Path(__file__).parent / "units"

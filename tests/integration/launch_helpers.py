@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-SCRIPTS = Path(__file__).parent / "scripts"
+SCRIPTS = Path(__file__).parents[1] / "support" / "ranks"
 CPU_POOL_TEMPLATE = Path(__file__).parent / "data" / "cpu-pool.yaml"
 MARK = "TRAINRUN_TEST_MARK"
 

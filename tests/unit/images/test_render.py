@@ -4,7 +4,7 @@ import pytest
 
 from trainstack.errors import TrainstackError
 from trainstack.matrix import load_matrix
-from trainstack.render import SourceOptions, framework_requirements, library_requirements, no_deps_requirements, render_dockerfile, write_build_context
+from trainstack.build_context import SourceOptions, framework_requirements, library_requirements, no_deps_requirements, render_dockerfile, write_build_context
 
 PROXY_SOURCES = SourceOptions(ca_bundle=Path("/ca.pem"), wheelhouse=Path("/wheels"))
 

@@ -4,7 +4,7 @@ import pytest
 
 from trainstack import resolver
 from trainstack.matrix import MatrixError, load_matrix
-from trainstack.render import (
+from trainstack.build_context import (
     SourceOptions,
     cuda_build,
     framework_requirements,

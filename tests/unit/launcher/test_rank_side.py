@@ -8,11 +8,12 @@ import sys
 
 import cloudpickle
 import pytest
-from trainrun import rank
+from trainrun.rank import entry
+from trainrun.rank.status import STATUS_DIR
 from trainrun.machine import detect_mpi_flavor
 from trainrun.program import Program, program_from_command, program_from_script_args
-from trainrun.rank_sh import shell_rank_argv
-from trainrun.rankenv import SOURCES, launcher_rank_env
+from trainrun.rank.sh import shell_rank_argv
+from trainrun.rank.env import SOURCES, launcher_rank_env
 from trainrun.runner import RankFailure, first_rank_failure
 
 
@@ -53,7 +54,7 @@ def test_program_from_script_args() -> None:
 def rank_env(tmp_path, monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setattr(sys, "argv", list(sys.argv))
     monkeypatch.setattr(sys, "path", list(sys.path))
-    monkeypatch.setenv(rank.STATUS_DIR, str(tmp_path))
+    monkeypatch.setenv(STATUS_DIR, str(tmp_path))
     for name in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path
@@ -63,7 +64,7 @@ def test_script_exit_code_recorded_for_its_rank(rank_env, monkeypatch: pytest.Mo
     script = rank_env / "fails.py"
     script.write_text("import sys\nassert __name__ == '__main__'\nsys.exit(int(sys.argv[1]))\n")
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
-    assert rank.main([str(script), "7"]) == 7
+    assert entry.main([str(script), "7"]) == 7
     assert json.loads((rank_env / "rank-1.json").read_text())["exit_code"] == 7
     assert first_rank_failure(str(rank_env)).rank == 1
 
@@ -72,11 +73,11 @@ def test_exception_is_exit_1_and_success_leaves_no_record(rank_env, monkeypatch:
     monkeypatch.setenv("RANK", "0")
     ok = rank_env / "ok.py"
     ok.write_text("x = 1\n")
-    assert rank.main([str(ok)]) == 0
+    assert entry.main([str(ok)]) == 0
     assert not list(rank_env.glob("rank-*.json"))
     bad = rank_env / "bad.py"
     bad.write_text("raise RuntimeError('boom')\n")
-    assert rank.main([str(bad)]) == 1
+    assert entry.main([str(bad)]) == 1
     assert (rank_env / "rank-0.json").exists()
 
 
@@ -86,7 +87,7 @@ def test_payload_result_written_by_rank_0_only(rank_env, monkeypatch, rank_id, w
     payload, result = rank_env / "payload.pkl", rank_env / "result.pkl"
     payload.write_bytes(cloudpickle.dumps((lambda a, b, c: {"sum": a + b + c, "rank": os.environ["RANK"]},
                                            (2, 3), {"c": 4})))
-    assert rank.main(["--payload", str(payload), str(result)]) == 0
+    assert entry.main(["--payload", str(payload), str(result)]) == 0
     assert result.exists() == writes
     if writes:
         assert cloudpickle.loads(result.read_bytes()) == {"sum": 9, "rank": "0"}
@@ -139,7 +140,7 @@ def test_shell_rank_maps_like_launcher_rank_env(environ, expected) -> None:
 
 
 def test_shell_rank_passes_arguments_and_success_leaves_no_record(tmp_path) -> None:
-    out = run_shell_rank(["sh", "-c", 'echo "$@"', "name", "a b", "c"], {rank.STATUS_DIR: str(tmp_path)})
+    out = run_shell_rank(["sh", "-c", 'echo "$@"', "name", "a b", "c"], {STATUS_DIR: str(tmp_path)})
     assert (out.returncode, out.stdout) == (0, "a b c\n")
     assert not list(tmp_path.iterdir())
 
@@ -147,7 +148,7 @@ def test_shell_rank_passes_arguments_and_success_leaves_no_record(tmp_path) -> N
 @pytest.mark.parametrize("command,code", [(["sh", "-c", "exit 3"], 3), (["sh", "-c", "kill -TERM $$"], 143),
                                           (["no-such-command-x"], 127), (["./no-such-file"], 127)])
 def test_shell_rank_records_a_failing_exit_code_for_its_rank(tmp_path, command, code) -> None:
-    out = run_shell_rank(command, {"OMPI_COMM_WORLD_RANK": "1", rank.STATUS_DIR: str(tmp_path)})
+    out = run_shell_rank(command, {"OMPI_COMM_WORLD_RANK": "1", STATUS_DIR: str(tmp_path)})
     assert out.returncode == code
     assert first_rank_failure(str(tmp_path)) == RankFailure(1, code)
     assert [p.name for p in tmp_path.iterdir()] == ["rank-1.json"]

@@ -4,9 +4,9 @@ from __future__ import annotations
 import time
 
 from trainrun.program import Program
-from trainrun.spark.driver import parse_args, program_from_rank_args
-from trainrun.spark.output import OutputClient, OutputServer
-from trainrun.spark.task import (
+from trainrun.backends.spark.driver import parse_args, program_from_rank_args
+from trainrun.backends.spark.output import OutputClient, OutputServer
+from trainrun.backends.spark.task import (
     Rendezvous,
     TaskConfig,
     horovod_task_env,

@@ -4,7 +4,7 @@ import json
 import pytest
 
 from pooltemplates import TemplateError, load_template, render
-from pooltemplates.render import target_parameters
+from pooltemplates.targets import target_parameters
 
 
 def test_spark_conf_is_what_the_launcher_applies() -> None:
@@ -88,32 +88,6 @@ def test_kubernetes_dynamic_allocation_tracks_shuffle_files() -> None:
     assert "spark.dynamicAllocation.shuffleTracking.enabled=true" in render(template, "kubernetes")
 
 
-def test_local_pool_with_real_gpus_hands_each_worker_its_own() -> None:
-    plan = json.loads(render(load_template("local-pool", {"gpu.per_executor": "2"}),
-                             "local-pool", gpus="nvidia", pool_name="ci-pool"))
-    assert plan["image"] == "trainstack:gpu"
-    assert plan["network"]["name"] == "ci-pool"
-    assert [worker["gpu_device_ids"] for worker in plan["workers"]] == [["0", "1"], ["2", "3"]]
-    assert all("TRAINSTACK_GPU_ADDRESSES" not in worker["environment"]
-               for worker in plan["workers"])
-
-
-def test_local_pool_workers_make_room_for_every_executor() -> None:
-    template = load_template("local-pool", {"executor.instances": "3", "job.kind": "plain"})
-    (first, second) = json.loads(render(template, "local-pool"))["workers"]
-    # Two executors per worker: 2 x 2 cores, 2 x 1g, 2 x 1 placeholder GPU.
-    assert first["command"][2:6] == ["--cores", "4", "--memory", "2g"]
-    assert first["environment"]["TRAINSTACK_GPU_ADDRESSES"] == "0,1"
-    assert "-Dspark.worker.resource.gpu.amount=2 " in first["environment"]["SPARK_WORKER_OPTS"]
-    assert second["name"] == "trainstack-pool-worker-2"
-
-
-def test_local_pool_rejects_unknown_gpu_modes() -> None:
-    with pytest.raises(TemplateError) as caught:
-        render(load_template("local-pool"), "local-pool", gpus="amd")
-    assert caught.value.problems[0].valid == "one of placeholder, nvidia"
-
-
 def test_unknown_targets_and_parameters_are_errors() -> None:
     template = load_template("local-pool")
     with pytest.raises(TemplateError) as caught:
@@ -128,11 +102,3 @@ def test_parameters_left_as_none_take_defaults() -> None:
     template = load_template("local-pool")
     assert render(template, "synapse", image=None) == render(template, "synapse")
     assert target_parameters("databricks") == ["node_type", "driver_node_type", "spark_version"]
-
-
-def test_local_pool_placeholder_gpus_differ_between_workers() -> None:
-    plan = json.loads(render(load_template("local-pool", {"nodes": "3", "executor.instances": "3"}),
-                             "local-pool"))
-    addresses = [worker["environment"]["TRAINSTACK_GPU_ADDRESSES"] for worker in plan["workers"]]
-    assert addresses == ["0", "1", "2"]
-    assert [worker["gpu_amount"] for worker in plan["workers"]] == [1, 1, 1]

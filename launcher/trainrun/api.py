@@ -1,0 +1,75 @@
+"""`trainrun.run(fn_or_script, *args, ...)`: the Python API over the same planners and runner."""
+from __future__ import annotations
+
+import os
+import tempfile
+from typing import Any, Callable, Mapping
+
+from .backends import plan_job
+from .errors import UsageError
+from .job import MpiJob, SparkJob, TorchJob
+from .machine import detect_machine
+from .payload import pickle_payload
+from .program import Program
+from .runner import run_plan
+
+API_BACKENDS = ("torch", "horovod")
+
+
+def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_processes: int = 1,
+        use_gpu: bool = False, spark: Any = None, timeout: float | None = None,
+        kwargs: Mapping[str, Any] | None = None) -> Any:
+    """Run `main(*args, **kwargs)` on `num_processes` ranks and return rank 0's return value.
+
+    `main` is a function (cloudpickled; do its imports inside it) or the path of a script, whose
+    `args` are then its command-line arguments and which returns None. `backend` is "torch"
+    (torchrun) or "horovod" (mpirun, or Horovod's Gloo controller where there is no MPI).
+    `spark`: None runs on this host; a master URL or True (default master) runs a Spark barrier
+    stage; a SparkSession runs the barrier stage in that session.
+    Raises JobFailed naming the failed rank and its exit code, and UnpicklableFunction (before any
+    rank starts) naming what in `main` or its arguments cannot be pickled.
+    """
+    if backend not in API_BACKENDS:
+        raise UsageError("backend", backend, " or ".join(repr(b) for b in API_BACKENDS))
+    with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
+        result_path = os.path.join(workdir, "result.pkl")
+        program = _program(main, args, dict(kwargs or {}), workdir, result_path)
+        if spark is not None and not isinstance(spark, (str, bool)):
+            from .backends.spark.driver import run_barrier_job
+
+            payload = run_barrier_job(spark, num_processes, program, backend, use_gpu)
+            return _load(payload) if payload is not None else None
+        machine = detect_machine("spark" if spark else backend)
+        if spark:
+            job = SparkJob(num_processes, program, master=spark if isinstance(spark, str) else None,
+                           use_gpu=use_gpu, framework=backend)
+        elif backend == "torch":
+            job = TorchJob(num_processes, program)
+        else:
+            job = MpiJob(num_processes, program, gloo=machine.mpi_flavor is None)
+        run_plan(plan_job(job, machine), timeout=timeout)
+        if program.kind != "payload" or not os.path.exists(result_path):
+            return None
+        with open(result_path, "rb") as f:
+            return _load(f.read())
+
+
+def _program(main: Callable[..., Any] | str, args: tuple, kwargs: dict[str, Any], workdir: str,
+             result_path: str) -> Program:
+    if isinstance(main, str):
+        if kwargs:
+            raise UsageError("kwargs", kwargs, "none for a script: pass its command-line arguments as args")
+        return Program("script", main, tuple(str(a) for a in args))
+    if not callable(main):
+        raise UsageError("main", main, "a function or the path of a Python script")
+    payload = pickle_payload(main, args, kwargs)
+    payload_path = os.path.join(workdir, "payload.pkl")
+    with open(payload_path, "wb") as f:
+        f.write(payload)
+    return Program("payload", payload_path, (result_path,))
+
+
+def _load(data: bytes) -> Any:
+    import cloudpickle
+
+    return cloudpickle.loads(data)

@@ -1,0 +1,49 @@
+"""The mpirun line Horovod users expect (horovodrun's flags), for Open MPI and MPICH."""
+from __future__ import annotations
+
+from ..envforward import forwarded_names, user_env
+from ..errors import MissingBackend
+from ..hosts import LOCAL_NAMES, HostSlots, check_capacity
+from ..job import MpiJob
+from ..machine import Machine
+from ..plan import Plan
+from ..validate import positive_int
+
+INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
+
+
+def rendezvous_env(hosts: tuple[HostSlots, ...], machine: Machine) -> dict[str, str]:
+    """MASTER_ADDR/PORT for torch.distributed inside MPI or Gloo ranks: rank 0 runs on the first host."""
+    first = hosts[0].name
+    return {"MASTER_ADDR": "127.0.0.1" if first in LOCAL_NAMES else first, "MASTER_PORT": str(machine.free_port)}
+
+
+def job_hosts(job: MpiJob) -> tuple[HostSlots, ...]:
+    positive_int("-np", job.num_processes)
+    hosts = job.hosts or (HostSlots("localhost", job.num_processes),)
+    check_capacity("-np", job.num_processes, hosts)
+    return hosts
+
+
+class MpiPlanner:
+    def plan(self, job: MpiJob, machine: Machine) -> Plan:
+        if machine.mpi_flavor is None:
+            raise MissingBackend("mpirun", INSTALL_MPI)
+        hosts = job_hosts(job)
+        env = {**rendezvous_env(hosts, machine), **user_env("-x", job.env, machine.environ)}
+        names = forwarded_names(machine.environ, env)
+        host_list = ",".join(map(str, hosts))
+        if machine.mpi_flavor == "openmpi":
+            argv = ["mpirun"]
+            if machine.is_root:
+                argv.append("--allow-run-as-root")
+            if max(h.slots for h in hosts) > machine.cpu_count:
+                argv.append("--oversubscribe")
+            argv += ["-np", str(job.num_processes), "-H", host_list,
+                     "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+            for name in names:
+                argv += ["-x", name]
+        else:
+            argv = ["mpirun", "-np", str(job.num_processes), "-hosts", host_list,
+                    "-bind-to", "none", "-map-by", "slot", "-genvlist", ",".join(names)]
+        return Plan(f"mpi ({machine.mpi_flavor})", argv + job.program.rank_argv(machine.python), env)

@@ -1,0 +1,104 @@
+"""A Spark barrier stage (one task per process), or TorchDistributor-style local mode on this host."""
+from __future__ import annotations
+
+import os
+from typing import Callable, Mapping
+
+from ...errors import MissingBackend, UsageError
+from ...job import MpiJob, SparkJob, TorchJob
+from ...machine import Machine
+from ...plan import Plan
+from ...validate import positive_int
+from ..mpi import MpiPlanner
+from ..torch import TorchPlanner
+
+INSTALL_PYSPARK = "pip install pyspark"
+INSTALL_JAVA = "install Java 17 (apt-get install openjdk-17-jre-headless) or set JAVA_HOME"
+INSTALL_TEMPLATES = "pip install ./templates (the trainstack cluster templates package `pooltemplates`)"
+FRAMEWORKS = ("torch", "horovod")
+TASK_GPUS = "spark.task.resource.gpu.amount"
+# Progress bars would interleave with the rank output the driver prints.
+DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false"}
+
+TemplateConf = Callable[[str, Mapping[str, str], int, bool], Mapping[str, str]]
+
+
+def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: int, use_gpu: bool) -> Mapping[str, str]:
+    """The Spark conf of a cluster template, after the template's own barrier-job checks."""
+    try:
+        import pooltemplates
+    except ImportError:
+        raise MissingBackend("pooltemplates", INSTALL_TEMPLATES) from None
+    try:
+        template = pooltemplates.load_template(name, overrides)
+        pooltemplates.check_barrier_job(template, num_processes, use_gpu)
+    except pooltemplates.TemplateError as err:
+        raise UsageError("--template", name, f"a template that fits this job: {err}") from None
+    return template.spark_conf()
+
+
+def wants_gpu(job: SparkJob, conf: Mapping[str, str]) -> bool:
+    if job.use_gpu is not None:
+        return job.use_gpu
+    try:
+        return float(conf.get(TASK_GPUS, "0")) > 0
+    except ValueError:
+        raise UsageError(TASK_GPUS, conf[TASK_GPUS], "a number of GPUs per task") from None
+
+
+class SparkPlanner:
+    def __init__(self, template_conf: TemplateConf = pooltemplates_conf) -> None:
+        self.template_conf = template_conf
+
+    def plan(self, job: SparkJob, machine: Machine) -> Plan:
+        positive_int("--num-processes", job.num_processes)
+        if job.template_set and not job.template:
+            raise UsageError("--set", job.template_set[0][0], "used together with --template")
+        if job.framework not in FRAMEWORKS:
+            raise UsageError("--framework", job.framework, " or ".join(FRAMEWORKS))
+        if job.local_mode:
+            return self._local_plan(job, machine)
+        if not machine.has_pyspark:
+            raise MissingBackend("pyspark", INSTALL_PYSPARK)
+        if not machine.has_java:
+            raise MissingBackend("java", INSTALL_JAVA)
+        conf = self._conf(job, job.use_gpu is True)
+        use_gpu = wants_gpu(job, conf)
+        if use_gpu and TASK_GPUS not in conf:
+            raise UsageError("--use-gpu", True, f"a template or --conf that sets {TASK_GPUS}")
+        master = job.master or conf.get("spark.master") or f"local[{job.num_processes}]"
+        argv = [machine.python, "-m", "trainrun.backends.spark.driver", "--master", master,
+                "--num-processes", str(job.num_processes), "--framework", job.framework,
+                "--use-gpu" if use_gpu else "--no-gpu"]
+        for key, value in sorted(conf.items()):
+            argv += ["--conf", f"{key}={value}"]
+        argv += ["--", *job.program.rank_args()]
+        env = {}
+        if machine.spark_home and "SPARK_HOME" not in machine.environ:
+            env["SPARK_HOME"] = machine.spark_home  # local-cluster starts executors from SPARK_HOME
+        if master.startswith("local-cluster") and "SPARK_WORKER_DIR" not in machine.environ:
+            # Executors' work dirs would otherwise land inside the pyspark package.
+            env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
+        if "PYSPARK_PYTHON" not in machine.environ:
+            env["PYSPARK_PYTHON"] = machine.python
+        return Plan("spark", argv, env, dict(conf))
+
+    def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
+        conf = dict(DEFAULT_CONF)
+        if job.template:
+            conf.update(self.template_conf(job.template, dict(job.template_set), job.num_processes, use_gpu))
+        conf.update(job.conf)
+        return conf
+
+    def _local_plan(self, job: SparkJob, machine: Machine) -> Plan:
+        """TorchDistributor's local_mode: all ranks on this host, no Spark session needed."""
+        if job.template:
+            self._conf(job, bool(job.use_gpu))
+        if job.use_gpu and machine.gpu_count < job.num_processes:
+            raise UsageError("--num-processes", job.num_processes,
+                             f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
+        if job.framework == "torch":
+            plan = TorchPlanner().plan(TorchJob(job.num_processes, job.program), machine)
+        else:
+            plan = MpiPlanner().plan(MpiJob(job.num_processes, job.program), machine)
+        return Plan(f"spark local mode: {plan.backend}", plan.argv, plan.env)

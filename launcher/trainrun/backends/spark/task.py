@@ -1,0 +1,159 @@
+"""What one barrier task does: agree on the rendezvous with the other tasks, start its rank, report back."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from typing import Iterator
+
+from ..torch import TorchPlanner
+from ...job import TorchJob
+from ...machine import Machine
+from ...netinfo import interface_for_address
+from ...program import Program
+from ...rank.status import STATUS_DIR
+from ...runner import first_rank_failure
+from .output import OutputClient
+
+PR_SET_PDEATHSIG = 1
+
+
+@dataclass(frozen=True)
+class TaskConfig:
+    num_processes: int
+    program: Program
+    framework: str  # "torch" or "horovod"
+    use_gpu: bool
+    output_address: tuple[str, int]
+    payload: bytes | None = None  # the cloudpickled function of trainrun.run(fn)
+
+
+@dataclass(frozen=True)
+class Rendezvous:
+    master_addr: str
+    master_port: int
+    horovod_port: int | None
+
+
+def host_of(address: str) -> str:
+    """`host:port` of a Spark task (IPv6 in brackets) -> host."""
+    return address.rsplit(":", 1)[0].strip("[]")
+
+
+def horovod_task_env(task_index: int, num_tasks: int, rendezvous: Rendezvous, iface: str | None) -> dict[str, str]:
+    """The variables horovodrun --gloo gives a rank; each task is its own one-slot host `task-N`."""
+    env = {
+        "HOROVOD_HOSTNAME": f"task-{task_index}",
+        "HOROVOD_RANK": str(task_index), "HOROVOD_SIZE": str(num_tasks),
+        "HOROVOD_LOCAL_RANK": "0", "HOROVOD_LOCAL_SIZE": "1",
+        "HOROVOD_CROSS_RANK": str(task_index), "HOROVOD_CROSS_SIZE": str(num_tasks),
+        "HOROVOD_GLOO_RENDEZVOUS_ADDR": rendezvous.master_addr,
+        "HOROVOD_GLOO_RENDEZVOUS_PORT": str(rendezvous.horovod_port),
+        "HOROVOD_CONTROLLER": "gloo", "HOROVOD_CPU_OPERATIONS": "gloo",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if iface:
+        env["HOROVOD_GLOO_IFACE"] = iface
+    return env
+
+
+def start_horovod_rendezvous(num_tasks: int):
+    """Horovod's own rendezvous server, hosted by task 0 as horovodrun hosts it on the launching host."""
+    from horovod.runner.common.util.hosts import get_host_assignments, parse_hosts
+    from horovod.runner.http.http_server import RendezvousServer
+
+    server = RendezvousServer(verbose=0)
+    port = server.start()
+    hosts = parse_hosts(",".join(f"task-{i}:1" for i in range(num_tasks)))
+    server.init(get_host_assignments(hosts, num_tasks))
+    return server, port
+
+
+def _die_with_parent() -> None:
+    # Spark kills a cancelled task's Python worker; its rank launcher must not outlive it.
+    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+def rank_command(config: TaskConfig, task_index: int, own_host: str, rendezvous: Rendezvous, program: Program,
+                 workdir: str) -> tuple[list[str], dict[str, str]]:
+    env = {STATUS_DIR: workdir, "PYTHONUNBUFFERED": "1"}
+    if config.framework == "horovod":
+        env.update(horovod_task_env(task_index, config.num_processes, rendezvous, interface_for_address(own_host)))
+        env.update(MASTER_ADDR=rendezvous.master_addr, MASTER_PORT=str(rendezvous.master_port))
+        return program.rank_argv(sys.executable), env
+    machine = Machine(is_root=os.geteuid() == 0, cpu_count=os.cpu_count() or 1, environ=os.environ,
+                      python=sys.executable, free_port=rendezvous.master_port)
+    job = TorchJob(1, program, nnodes=config.num_processes, node_rank=task_index,
+                   master_addr=rendezvous.master_addr, master_port=rendezvous.master_port)
+    return TorchPlanner().plan(job, machine).argv, env
+
+
+def task_gpus(ctx) -> str:
+    gpus = ctx.resources().get("gpu")
+    if gpus is None or not gpus.addresses:
+        raise RuntimeError("trainrun: --use-gpu but this Spark task was given no GPU: "
+                           "set spark.task.resource.gpu.amount (and the executors' GPU discovery)")
+    return ",".join(gpus.addresses)
+
+
+def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes | None]:
+    from pyspark import BarrierTaskContext
+
+    ctx = BarrierTaskContext.get()
+    task_index = ctx.partitionId()
+    cuda_devices = task_gpus(ctx) if config.use_gpu else None
+    task_hosts = [host_of(info.address) for info in ctx.getTaskInfos()]
+    port_holder = horovod_server = None
+    offer = "{}"
+    if task_index == 0:
+        # Bound until just before the rank starts, so nothing else on the host takes the port meanwhile.
+        port_holder = socket.create_server(("", 0))
+        offer_dict = {"master_port": port_holder.getsockname()[1]}
+        if config.framework == "horovod":
+            horovod_server, offer_dict["horovod_port"] = start_horovod_rendezvous(config.num_processes)
+        offer = json.dumps(offer_dict)
+    agreed = json.loads(ctx.allGather(offer)[0])
+    rendezvous = Rendezvous(task_hosts[0], agreed["master_port"], agreed.get("horovod_port"))
+
+    workdir = tempfile.mkdtemp(prefix="trainrun-task-")
+    client = OutputClient(config.output_address)
+    try:
+        program = config.program
+        result_path = os.path.join(workdir, "result.pkl")
+        if config.payload is not None:
+            payload_path = os.path.join(workdir, "payload.pkl")
+            with open(payload_path, "wb") as f:
+                f.write(config.payload)
+            program = Program("payload", payload_path, (result_path,))
+        argv, env = rank_command(config, task_index, task_hosts[task_index], rendezvous, program, workdir)
+        if cuda_devices is not None:
+            env["CUDA_VISIBLE_DEVICES"] = cuda_devices
+        if port_holder is not None:
+            port_holder.close()
+        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                text=True, errors="replace", preexec_fn=_die_with_parent)
+        for line in proc.stdout:
+            client.send_line(f"[rank {task_index}] {line}")
+        code = proc.wait()
+        if code != 0:
+            failure = first_rank_failure(workdir)
+            exit_code = failure.exit_code if failure else (code if code > 0 else 128 - code)
+            client.send_failure(task_index, exit_code)
+            raise RuntimeError(f"trainrun: rank {task_index} exited with code {exit_code}")
+        result = None
+        if task_index == 0 and config.payload is not None and os.path.exists(result_path):
+            with open(result_path, "rb") as f:
+                result = f.read()
+    finally:
+        client.close()
+        if horovod_server is not None:
+            horovod_server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    yield result

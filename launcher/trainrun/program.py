@@ -1,0 +1,61 @@
+"""What every rank runs, and the argv that starts it: the sh entry (trainrun.rank.sh), or `python -m trainrun.rank`."""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from typing import Literal, Sequence
+
+from .errors import UsageError
+from .rank.sh import shell_rank_argv
+
+Kind = Literal["script", "module", "payload", "exec"]
+_PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
+
+
+@dataclass(frozen=True)
+class Program:
+    kind: Kind
+    target: str
+    args: tuple[str, ...] = ()
+    interpreter: str | None = None  # the user's python for `mpi -- python train.py`
+
+    def rank_args(self) -> list[str]:
+        """Arguments for `python -m trainrun.rank` (torchrun's ranks, Spark tasks, function payloads)."""
+        flag = {"script": [], "module": ["-m"], "payload": ["--payload"]}[self.kind]
+        return [*flag, self.target, *self.args]
+
+    def rank_argv(self, python: str) -> list[str]:
+        """One rank under mpirun or Horovod's Gloo controller: a function payload needs trainrun.rank,
+        anything else runs as a command under the sh entry."""
+        if self.kind == "payload":
+            return [python, "-m", "trainrun.rank", *self.rank_args()]
+        interpreter = self.interpreter or python
+        head = {"script": [interpreter], "module": [interpreter, "-m"], "exec": []}[self.kind]
+        return shell_rank_argv([*head, self.target, *self.args])
+
+
+def program_from_script_args(option: str, tokens: Sequence[str]) -> Program:
+    """`script.py ARGS` or `-m module ARGS`, as torchrun takes them."""
+    if not tokens:
+        raise UsageError(option, "", "a script and its arguments after `--`, or `-m module ARGS`")
+    if tokens[0] == "-m":
+        if len(tokens) < 2:
+            raise UsageError(option, "-m", "a module name after -m")
+        return Program("module", tokens[1], tuple(tokens[2:]))
+    if tokens[0].startswith("-"):
+        raise UsageError(option, tokens[0], "a script path or -m module")
+    return Program("script", tokens[0], tuple(tokens[1:]))
+
+
+def program_from_command(option: str, command: Sequence[str]) -> Program:
+    """A full command as mpirun takes it; `python script.py` and `python -m mod` run in-process."""
+    if not command:
+        raise UsageError(option, "", "a command after `--`, e.g. -- python train.py")
+    if _PYTHON.match(os.path.basename(command[0])) and len(command) > 1:
+        rest = command[1:]
+        if rest[0] == "-m" and len(rest) > 1:
+            return Program("module", rest[1], tuple(rest[2:]), interpreter=command[0])
+        if not rest[0].startswith("-"):
+            return Program("script", rest[0], tuple(rest[1:]), interpreter=command[0])
+    return Program("exec", command[0], tuple(command[1:]))

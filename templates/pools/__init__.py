@@ -1,1 +1,0 @@
-"""The packaged pool templates (*.yaml); a package so importlib.resources finds them."""

@@ -1,0 +1,57 @@
+"""Plans translated into docker SDK arguments, compared with reviewed golden files.
+
+Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/localpool`.
+"""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from trainstack.localpool import pool_plan
+from trainstack.localpool.specs import container_kwargs, driver_kwargs, network_kwargs
+
+GOLDEN = Path(__file__).parent / "golden"
+CASES = {
+    "placeholder-shared": ({"workers": 2}, Path("/home/me/job")),
+    "nvidia": ({"workers": 2, "gpus": "nvidia", "template": "single-node-multi-gpu"}, None),
+}
+
+
+def package_file_under_pkg(relative: str) -> Path:
+    return Path("/pkg/pooltemplates") / relative
+
+
+def docker_arguments(options: dict, share: Path | None) -> dict:
+    plan = pool_plan(**options)
+    return {
+        "network": network_kwargs(plan),
+        "containers": [container_kwargs(plan, spec, share, package_file_under_pkg)
+                       for spec in (plan["master"], *plan["workers"])],
+    }
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_docker_arguments_match_golden(case: str, golden) -> None:
+    golden(f"docker-{case}.json", json.dumps(docker_arguments(*CASES[case]), indent=2) + "\n")
+
+
+def test_only_real_gpu_workers_request_devices() -> None:
+    placeholder = docker_arguments({"workers": 2}, None)["containers"]
+    nvidia = docker_arguments({"workers": 2, "gpus": "nvidia"}, None)["containers"]
+    assert not any("device_requests" in kwargs for kwargs in placeholder)
+    assert [kwargs.get("device_requests") for kwargs in nvidia] == [
+        None,
+        [{"driver": "nvidia", "device_ids": ["0"], "capabilities": [["gpu"]]}],
+        [{"driver": "nvidia", "device_ids": ["1"], "capabilities": [["gpu"]]}],
+    ]
+
+
+def test_driver_joins_the_pool_network_under_the_pool_label_and_works_in_the_share() -> None:
+    kwargs = driver_kwargs("ci-pool", "trainstack:cpu", "ci-pool", ["trainrun", "spark"], "ci-pool-driver-1",
+                           Path("/home/me/job"))
+    assert kwargs["network"] == "ci-pool"
+    assert kwargs["labels"] == {"org.trainstack.pool": "ci-pool", "org.trainstack.pool.role": "driver"}
+    assert kwargs["volumes"] == {"/home/me/job": {"bind": "/job", "mode": "ro"}}
+    assert kwargs["working_dir"] == "/job"
+    assert "volumes" not in driver_kwargs("p", "i", "p", ["true"], "p-driver-1", None)

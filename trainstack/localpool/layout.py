@@ -1,0 +1,101 @@
+"""The plan of a local Spark standalone pool: one master and N worker containers on a network.
+
+The pool runner (`invoke pool.up`) creates exactly what the plan lists and labels it, so
+`pool.down` can remove every container and network it made.
+"""
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+from pooltemplates import PoolTemplate, Problem, TemplateError
+from pooltemplates.resources import DISCOVERY_SCRIPT
+from pooltemplates.targets.images import default_image
+from pooltemplates.units import scale_size
+
+MASTER_PORT = 7077
+MASTER_UI_PORT = 8080
+POOL_LABEL = "org.trainstack.pool"
+ROLE_LABEL = "org.trainstack.pool.role"
+GPU_MODES = ("placeholder", "nvidia")
+# The image's user cannot write under SPARK_HOME, the pyspark package, where the default lies.
+WORKER_DIR = "/tmp/spark-worker"
+
+
+def render(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
+           pool_name: str = "trainstack-pool") -> str:
+    """`gpus`: 'placeholder' advertises fake GPU addresses; 'nvidia' hands real GPUs over."""
+    if gpus not in GPU_MODES:
+        raise TemplateError(f"local pool for {template.name!r}", [Problem(
+            "gpus", gpus, "is not a GPU mode", "one of " + ", ".join(GPU_MODES))])
+    master_host = f"{pool_name}-master"
+    network_master_url = f"spark://{master_host}:{MASTER_PORT}"
+    plan = {
+        "template": template.name,
+        "pool": pool_name,
+        "image": image or default_image(gpus == "nvidia"),
+        "gpus": gpus,
+        "network": {"name": pool_name, "labels": {POOL_LABEL: pool_name}},
+        "master": {
+            "name": master_host,
+            "hostname": master_host,
+            "command": ["spark-class", "org.apache.spark.deploy.master.Master",
+                        "--host", master_host, "--port", str(MASTER_PORT),
+                        "--webui-port", str(MASTER_UI_PORT)],
+            "environment": {},
+            "mounts": [],
+            "ports": [_published(MASTER_PORT), _published(MASTER_UI_PORT)],
+            "labels": {POOL_LABEL: pool_name, ROLE_LABEL: "master"},
+        },
+        "workers": [_worker(template, pool_name, index, network_master_url, gpus)
+                    for index in range(template.nodes)],
+        "master_url": {"host": f"spark://127.0.0.1:{MASTER_PORT}", "network": network_master_url},
+        "spark_conf": template.spark_conf(),
+    }
+    return json.dumps(plan, indent=2) + "\n"
+
+
+def _published(port: int) -> dict[str, Any]:
+    return {"container": port, "host": port, "host_ip": "127.0.0.1"}
+
+
+def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,
+            gpus: str) -> dict[str, Any]:
+    name = f"{pool_name}-worker-{index + 1}"
+    # Executors spread evenly; each worker offers room for its share of them.
+    executors = math.ceil(template.executor.instances / template.nodes)
+    command = ["spark-class", "org.apache.spark.deploy.worker.Worker"]
+    if template.executor.cores is not None:
+        command += ["--cores", str(executors * template.executor.cores)]
+    if template.executor.memory is not None:
+        command += ["--memory", scale_size(template.executor.memory, executors)]
+    command.append(master_url)
+    worker: dict[str, Any] = {
+        "name": name,
+        "hostname": name,
+        "command": command,
+        "environment": {"SPARK_WORKER_DIR": WORKER_DIR},
+        "mounts": [],
+        "ports": [],
+        "labels": {POOL_LABEL: pool_name, ROLE_LABEL: "worker"},
+        "gpu_amount": 0,
+    }
+    if template.uses_gpus:
+        worker_gpus = executors * template.gpu.per_executor
+        worker["gpu_amount"] = worker_gpus
+        script = template.gpu.discovery_script
+        worker["environment"]["SPARK_WORKER_OPTS"] = (
+            f"-Dspark.worker.resource.gpu.amount={worker_gpus} "
+            f"-Dspark.worker.resource.gpu.discoveryScript={script}")
+        # The runner bind-mounts pooltemplates.package_file(package_file) at target.
+        worker["mounts"].append(
+            {"package_file": DISCOVERY_SCRIPT, "target": script, "read_only": True})
+        addresses = [str(index * worker_gpus + offset) for offset in range(worker_gpus)]
+        if gpus == "placeholder":
+            # Distinct across workers, so every task of a job sees its own GPU address.
+            worker["environment"]["TRAINSTACK_GPU_ADDRESSES"] = ",".join(addresses)
+        else:
+            # Host GPU indices for the NVIDIA runtime; inside, the container sees them as 0..n-1.
+            worker["gpu_device_ids"] = addresses
+    return worker

@@ -1,0 +1,84 @@
+"""Finding a pool's containers and network by the plan's labels, so any process can manage the pool."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+from docker.models.networks import Network
+
+from .layout import MASTER_PORT, MASTER_UI_PORT, POOL_LABEL, ROLE_LABEL
+from .errors import PoolError
+from .specs import SHARE_LABEL
+
+
+@dataclass(frozen=True)
+class RunningPool:
+    name: str
+    master: Container
+    workers: list[Container]
+    network: str
+    gateway: str  # the host's address on the pool network, for a driver on the host
+    image: str
+    share: Path | None
+    ui_url: str
+    master_url: str  # from the host, through the published port
+    network_master_url: str  # from containers on the pool network
+
+    def worker_names_by_ip(self) -> dict[str, str]:
+        return {container.attrs["NetworkSettings"]["Networks"][self.network]["IPAddress"]: container.name
+                for container in self.workers
+                if self.network in container.attrs["NetworkSettings"]["Networks"]}
+
+
+def docker_client() -> docker.DockerClient:
+    try:
+        return docker.from_env()
+    except docker.errors.DockerException as err:
+        raise PoolError(f"docker is not reachable: {err}") from None
+
+
+def pool_containers(client: docker.DockerClient, name: str) -> list[Container]:
+    return client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"})
+
+
+def pool_networks(client: docker.DockerClient, name: str) -> list[Network]:
+    return client.networks.list(filters={"label": f"{POOL_LABEL}={name}"})
+
+
+def pool_names(client: docker.DockerClient) -> list[str]:
+    return sorted({container.labels[POOL_LABEL]
+                   for container in client.containers.list(all=True, filters={"label": POOL_LABEL})})
+
+
+def find_pool(client: docker.DockerClient, name: str) -> RunningPool:
+    """The running pool called `name`; PoolError naming the pools there are when it is not up."""
+    containers = pool_containers(client, name)
+    masters = [container for container in containers if container.labels.get(ROLE_LABEL) == "master"]
+    if not masters:
+        others = ", ".join(pool_names(client)) or "none is up; start one with `invoke pool.up`"
+        raise PoolError.bad_option("--name", name, "is not a running pool", others)
+    master = masters[0]
+    if master.status != "running":
+        raise PoolError(f"pool {name!r}: its master container {master.name} is {master.status}; "
+                        f"remove the pool with `invoke pool.down --name {name}` and start it again")
+    network = next(iter(master.attrs["NetworkSettings"]["Networks"]))
+    share = master.labels.get(SHARE_LABEL)
+    return RunningPool(
+        name=name,
+        master=master,
+        workers=[container for container in containers if container.labels.get(ROLE_LABEL) == "worker"],
+        network=network,
+        gateway=client.networks.get(network).attrs["IPAM"]["Config"][0]["Gateway"],
+        image=master.attrs["Config"]["Image"],
+        share=Path(share) if share else None,
+        ui_url=f"http://127.0.0.1:{_host_port(master, MASTER_UI_PORT)}",
+        master_url=f"spark://127.0.0.1:{_host_port(master, MASTER_PORT)}",
+        network_master_url=f"spark://{master.attrs['Config']['Hostname']}:{MASTER_PORT}",
+    )
+
+
+def _host_port(container: Container, port: int) -> str:
+    return container.ports[f"{port}/tcp"][0]["HostPort"]

@@ -1,0 +1,49 @@
+"""The local-pool plan of a template, checked as the pool runner's options before any docker call."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import Any
+
+from pooltemplates import TemplateError, load_template
+
+from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, render
+from .errors import PoolError
+
+DEFAULT_POOL = "trainstack-pool"
+# Docker's rule for container and network names; the pool name prefixes both.
+_DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
+# Template fields the runner's options set, named as the options in errors.
+_OPTIONS = {"template": "--template", "nodes": "--workers", "executor.instances": "--workers"}
+
+
+def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None = None,
+              gpus: str = "placeholder", name: str = DEFAULT_POOL, master_port: int = MASTER_PORT,
+              ui_port: int = MASTER_UI_PORT) -> dict[str, Any]:
+    """The rendered plan with the host ports chosen; raises PoolError or TemplateError on bad input."""
+    if workers < 1:
+        raise PoolError.bad_option("--workers", workers, "must be at least 1", "a whole number >= 1")
+    if gpus not in GPU_MODES:
+        raise PoolError.bad_option("--gpus", gpus, "is not a GPU mode", " or ".join(GPU_MODES))
+    if not _DOCKER_NAME.fullmatch(name):
+        raise PoolError.bad_option("--name", name, "is not a docker name",
+                                   "letters, digits, '_', '.' and '-', starting with a letter or digit")
+    for option, port in (("--master-port", master_port), ("--ui-port", ui_port)):
+        if not 1 <= port <= 65535:
+            raise PoolError.bad_option(option, port, "is not a TCP port", "1 to 65535")
+    if master_port == ui_port:
+        raise PoolError.bad_option("--ui-port", ui_port, "is the same port as --master-port",
+                                   "a port other than --master-port")
+    try:
+        loaded = load_template(template, {"nodes": str(workers), "executor.instances": str(workers)})
+    except TemplateError as err:
+        raise TemplateError(err.subject, [dataclasses.replace(problem, field=_OPTIONS.get(problem.field, problem.field))
+                                          for problem in err.problems]) from None
+    plan = json.loads(render(loaded, image=image, gpus=gpus, pool_name=name))
+    host_ports = {MASTER_PORT: master_port, MASTER_UI_PORT: ui_port}
+    for port in plan["master"]["ports"]:
+        port["host"] = host_ports[port["container"]]
+    plan["master_url"]["host"] = f"spark://127.0.0.1:{master_port}"
+    plan["ui_url"] = f"http://127.0.0.1:{ui_port}"
+    return plan

@@ -1,0 +1,166 @@
+"""`up`, `status` and `down` of a local pool: the plan's network and containers through the docker SDK."""
+from __future__ import annotations
+
+import socket
+import time
+from pathlib import Path
+from typing import Any
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from .layout import MASTER_PORT, MASTER_UI_PORT
+from .errors import PoolError
+from .lookup import docker_client, find_pool, pool_containers, pool_networks
+from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
+from .plan import DEFAULT_POOL, pool_plan
+from .specs import container_kwargs, network_kwargs
+
+LOG_LINES_ON_FAILURE = 8
+
+
+def up(template: str = "local-pool", workers: int = 2, image: str | None = None, gpus: str = "placeholder",
+       name: str = DEFAULT_POOL, master_port: int = MASTER_PORT, ui_port: int = MASTER_UI_PORT,
+       share: str | None = None, timeout: float = 180.0,
+       client: docker.DockerClient | None = None) -> dict[str, Any]:
+    """Start the pool and wait until every worker is ALIVE with its GPUs; returns the plan.
+
+    On any failure (or Ctrl-C) removes everything it created before raising.
+    """
+    plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port)
+    share_dir = _share_dir(share)
+    client = client or docker_client()
+    _check_image(client, plan["image"])
+    if pool_containers(client, name) or pool_networks(client, name):
+        raise PoolError.bad_option("--name", name, "is already up",
+                                   f"another name, or `invoke pool.down --name {name}` first")
+    _check_port_free("--master-port", master_port)
+    _check_port_free("--ui-port", ui_port)
+    try:
+        client.networks.create(**network_kwargs(plan))
+        for spec in (plan["master"], *plan["workers"]):
+            client.containers.create(**container_kwargs(plan, spec, share_dir)).start()
+        _wait_until_ready(client, plan, timeout)
+    except docker.errors.APIError as err:
+        _remove(client, name)
+        raise _docker_failure(err, plan) from None
+    except BaseException:
+        _remove(client, name)
+        raise
+    return plan
+
+
+def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) -> str:
+    """The pool's master URLs and a table of its workers as the master reports them."""
+    pool = find_pool(client or docker_client(), name)
+    try:
+        state = read_master_state(pool.ui_url)
+    except MasterUnreachable as err:
+        raise PoolError(f"pool {name!r}: the master does not answer: {err}") from None
+    lines = [
+        f"pool {name}: image {pool.image}, network {pool.network}, UI {pool.ui_url}",
+        f"master: {pool.master_url} (host), {pool.network_master_url} (pool network)",
+        f"host driver: --conf spark.driver.host={pool.gateway} --conf spark.driver.bindAddress={pool.gateway}",
+        "",
+        status_table(state, pool.worker_names_by_ip()),
+    ]
+    stopped = [f"{worker.name} ({worker.status})" for worker in pool.workers if worker.status != "running"]
+    if stopped:
+        lines.append("containers not running: " + ", ".join(stopped))
+    return "\n".join(lines)
+
+
+def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) -> list[str]:
+    """Remove every container and network labelled with the pool's name; returns their names."""
+    return _remove(client or docker_client(), name)
+
+
+def _remove(client: docker.DockerClient, name: str) -> list[str]:
+    removed = []
+    for container in pool_containers(client, name):
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        removed.append(container.name)
+    for network in pool_networks(client, name):
+        network.remove()
+        removed.append(network.name)
+    return removed
+
+
+def _share_dir(share: str | None) -> Path | None:
+    if share is None:
+        return None
+    path = Path(share).expanduser().resolve()
+    if not path.is_dir():
+        raise PoolError.bad_option("--share", share, "is not a directory", "a directory on this machine")
+    return path
+
+
+def _check_image(client: docker.DockerClient, image: str) -> None:
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise PoolError.bad_option("--image", image, "is not built", "a built image: `invoke build` makes "
+                                   "trainstack:cpu, `docker images trainstack` lists them") from None
+
+
+def _check_port_free(option: str, port: int) -> None:
+    with socket.socket() as probe:
+        # Lingering TIME_WAIT connections of a pool just removed do not make the port taken.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise PoolError.bad_option(option, port, "is already in use on 127.0.0.1",
+                                       f"a free port, e.g. {_free_port()}") from None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout: float) -> None:
+    workers = len(plan["workers"])
+    gpus = min(worker["gpu_amount"] for worker in plan["workers"])
+    deadline = time.monotonic() + timeout
+    missing = "the master has not answered"
+    while time.monotonic() < deadline:
+        _check_running(client, plan["pool"])
+        try:
+            missing = missing_for_ready(read_master_state(plan["ui_url"]), workers, gpus)
+        except MasterUnreachable as err:
+            missing = f"the master has not answered ({err})"
+        if missing is None:
+            return
+        time.sleep(1)
+    logs = "\n".join(_log_tail(container) for container in pool_containers(client, plan["pool"]))
+    raise PoolError(f"pool {plan['pool']!r} not ready after {timeout:.0f}s: {missing}; removed it.\n{logs}")
+
+
+def _check_running(client: docker.DockerClient, name: str) -> None:
+    for container in pool_containers(client, name):
+        if container.status in ("exited", "dead"):
+            raise PoolError(f"pool {name!r}: container {container.name} exited with code "
+                            f"{container.attrs['State']['ExitCode']}; removed the pool.\n{_log_tail(container)}")
+
+
+def _log_tail(container: Container) -> str:
+    lines = container.logs(tail=LOG_LINES_ON_FAILURE).decode(errors="replace").rstrip()
+    return f"--- last lines of {container.name}:\n{lines}"
+
+
+def _docker_failure(err: docker.errors.APIError, plan: dict[str, Any]) -> PoolError:
+    text = str(err.explanation or err)
+    if "port is already allocated" in text or "address already in use" in text:
+        ports = ", ".join(str(port["host"]) for port in plan["master"]["ports"])
+        return PoolError.bad_option("--master-port/--ui-port", ports, f"cannot be published ({text})",
+                                    "ports free on 127.0.0.1")
+    if "could not select device driver" in text:
+        return PoolError.bad_option("--gpus", plan["gpus"], f"needs the NVIDIA container runtime ({text})",
+                                    "placeholder on machines without it")
+    return PoolError(f"pool {plan['pool']!r}: docker failed: {text}; removed the pool")

@@ -1,0 +1,66 @@
+"""Plan entries translated into docker SDK arguments (`networks.create`, `containers.create`)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from .layout import POOL_LABEL, ROLE_LABEL
+from pooltemplates import package_file
+
+# Where `up --share DIR` appears in every container of the pool, and the label that remembers DIR.
+SHARE_TARGET = "/job"
+SHARE_LABEL = "org.trainstack.pool.share"
+# Docker's 64 MiB /dev/shm is too small for PyTorch data loaders and Horovod's shared memory.
+SHM_SIZE = "1g"
+
+
+def network_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
+    network = plan["network"]
+    return {"name": network["name"], "driver": "bridge", "labels": network["labels"]}
+
+
+def container_kwargs(plan: dict[str, Any], spec: dict[str, Any], share: Path | None = None,
+                     locate: Callable[[str], Path] = package_file) -> dict[str, Any]:
+    """Arguments for `containers.create` of the plan's master or a worker; `locate` finds package files."""
+    volumes = {str(locate(mount["package_file"])): {
+        "bind": mount["target"], "mode": "ro" if mount["read_only"] else "rw"} for mount in spec["mounts"]}
+    labels = dict(spec["labels"])
+    if share is not None:
+        volumes[str(share)] = {"bind": SHARE_TARGET, "mode": "ro"}
+        labels[SHARE_LABEL] = str(share)
+    kwargs: dict[str, Any] = {
+        "image": plan["image"],
+        "name": spec["name"],
+        "hostname": spec["hostname"],
+        "command": spec["command"],
+        "environment": spec["environment"],
+        "labels": labels,
+        "volumes": volumes,
+        "ports": {f"{port['container']}/tcp": (port["host_ip"], port["host"]) for port in spec["ports"]},
+        "network": plan["network"]["name"],
+        "shm_size": SHM_SIZE,
+        "detach": True,
+    }
+    if spec.get("gpu_device_ids"):
+        kwargs["device_requests"] = [
+            {"driver": "nvidia", "device_ids": spec["gpu_device_ids"], "capabilities": [["gpu"]]}]
+    return kwargs
+
+
+def driver_kwargs(pool_name: str, image: str, network: str, command: list[str], container_name: str,
+                  share: Path | None) -> dict[str, Any]:
+    """A job's driver: a container of the pool's image on the pool network, removed when `pool.down` runs."""
+    kwargs: dict[str, Any] = {
+        "image": image,
+        "name": container_name,
+        "hostname": container_name,
+        "command": command,
+        "labels": {POOL_LABEL: pool_name, ROLE_LABEL: "driver"},
+        "network": network,
+        "shm_size": SHM_SIZE,
+        "detach": True,
+    }
+    if share is not None:
+        kwargs["volumes"] = {str(share): {"bind": SHARE_TARGET, "mode": "ro"}}
+        kwargs["working_dir"] = SHARE_TARGET
+    return kwargs

@@ -1,0 +1,1 @@
+"""invoke tasks, one module per collection: images (top level), templates, pool."""

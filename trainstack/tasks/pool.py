@@ -1,0 +1,57 @@
+"""invoke tasks for the local Spark pool of containers: up, status, submit, down (the `pool` collection)."""
+from __future__ import annotations
+
+import shlex
+import sys
+
+from invoke import task
+from invoke.exceptions import Exit
+
+from trainstack import localpool as pool
+from trainstack.errors import reports_errors
+from trainstack.localpool.layout import MASTER_PORT, MASTER_UI_PORT
+
+NAME_HELP = f"pool name, the prefix of its containers and network (default {pool.DEFAULT_POOL})"
+
+
+@task(help={
+    "template": "a packaged template or a .yaml path (default local-pool)",
+    "workers": "worker containers, one executor each (default 2)",
+    "image": "image of every container (default trainstack:cpu, or trainstack:gpu with --gpus nvidia)",
+    "gpus": "placeholder (GPU addresses without GPUs) or nvidia (real GPUs through the NVIDIA runtime)",
+    "name": NAME_HELP,
+    "master-port": f"host port on 127.0.0.1 for the master (default {MASTER_PORT})",
+    "ui-port": f"host port on 127.0.0.1 for the master web UI (default {MASTER_UI_PORT})",
+    "share": "a directory mounted read-only at /job in every container, e.g. your training scripts",
+    "timeout": "seconds to wait for every worker to register (default 180)",
+})
+@reports_errors
+def up(c, template="local-pool", workers=2, image=None, gpus="placeholder", name=pool.DEFAULT_POOL,
+       master_port=MASTER_PORT, ui_port=MASTER_UI_PORT, share=None, timeout=180):
+    """Start a Spark standalone master and workers in containers; wait until all are ALIVE with their GPUs."""
+    pool.up(template, workers, image, gpus, name, master_port, ui_port, share, timeout)
+    print(pool.status(name))
+
+
+@task(help={"name": NAME_HELP})
+@reports_errors
+def status(c, name=pool.DEFAULT_POOL):
+    """Print the pool's master URLs and its workers: state, cores, memory, GPUs."""
+    print(pool.status(name))
+
+
+@task(help={"name": NAME_HELP})
+@reports_errors
+def submit(c, name=pool.DEFAULT_POOL):
+    """Run the command after `--` as a driver in a container on the pool network (cwd: the --share dir)."""
+    code = pool.submit(shlex.split(c.remainder), name)
+    if code:
+        raise Exit(code=code)
+
+
+@task(help={"name": NAME_HELP})
+@reports_errors
+def down(c, name=pool.DEFAULT_POOL):
+    """Remove every container and the network of the pool (found by label, from any shell)."""
+    removed = pool.down(name)
+    print(f"removed {', '.join(removed)}" if removed else f"no pool {name!r} to remove", file=sys.stderr)
