@@ -32,7 +32,7 @@ class Program:
             return [python, "-m", "trainrun.rank", *self.rank_args()]
         interpreter = self.interpreter or python
         head = {"script": [interpreter], "module": [interpreter, "-m"], "exec": []}[self.kind]
-        return shell_rank_argv([*head, self.target, *self.args])
+        return shell_rank_argv([*head, self.target, *self.args], python)
 
 
 def program_from_script_args(option: str, tokens: Sequence[str]) -> Program:

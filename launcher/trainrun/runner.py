@@ -1,8 +1,6 @@
 """The one runner: executes any Plan, forwards signals, enforces --timeout and tears the job down."""
 from __future__ import annotations
 
-import glob
-import json
 import os
 import select
 import signal
@@ -11,38 +9,17 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
 
 from .errors import JobFailed
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes
-from .rank.status import STATUS_DIR
+from .rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
 
 POLL_SECONDS = 0.2
 # After a rank fails, the launcher (torchrun, mpirun, Spark) gets this long to stop the others itself.
 LAUNCHER_GRACE = 10.0
 TERM_GRACE = 5.0
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
-
-
-@dataclass(frozen=True)
-class RankFailure:
-    rank: int | None
-    exit_code: int
-
-
-def first_rank_failure(status_dir: str) -> RankFailure | None:
-    records = []
-    for path in glob.glob(os.path.join(status_dir, "rank-*.json")):
-        try:
-            with open(path) as f:
-                records.append(json.load(f))
-        except (OSError, ValueError):
-            continue
-    if not records:
-        return None
-    first = min(records, key=lambda r: r["time"])
-    return RankFailure(first["rank"], first["exit_code"])
 
 
 class _Signals:
@@ -124,7 +101,7 @@ def run_plan(plan: Plan, timeout: float | None = None) -> None:
             elif timeout is not None and now - started > timeout:
                 stopped = JobFailed(124, f"job exceeded --timeout {timeout:g}s; job stopped")
             elif failure_seen_at is None:
-                failure_seen_at = now if first_rank_failure(status_dir) else None
+                failure_seen_at = now if first_failure(status_dir) else None
             else:
                 launcher_stuck = now - failure_seen_at > LAUNCHER_GRACE
             if stopped or launcher_stuck:
@@ -133,7 +110,7 @@ def run_plan(plan: Plan, timeout: float | None = None) -> None:
                 break
         if pidfd is not None:
             os.close(pidfd)
-        failure = first_rank_failure(status_dir)
+        failure = first_failure(status_dir)
         if code != 0 or failure or stopped:
             end_job_processes(job_id, TERM_GRACE)
     if stopped:
@@ -142,7 +119,7 @@ def run_plan(plan: Plan, timeout: float | None = None) -> None:
         raise JobFailed(failure.exit_code, f"rank {failure.rank} exited with code {failure.exit_code}; job stopped",
                         failure.rank)
     if code != 0:
-        code = code if code > 0 else 128 - code
+        code = exit_code_of_returncode(code)
         raise JobFailed(code, f"{os.path.basename(plan.argv[0])} exited with code {code}")
 
 

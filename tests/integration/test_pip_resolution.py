@@ -1,5 +1,4 @@
 """pip's real resolver against PyPI (network needed): the matrix's GPU claims hold, a broken override fails."""
-from pathlib import Path
 
 import pytest
 

@@ -5,7 +5,6 @@ Regenerate after an intended change with: UPDATE_GOLDEN=1 pytest tests/unit/laun
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest

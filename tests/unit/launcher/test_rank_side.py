@@ -14,7 +14,7 @@ from trainrun.machine import detect_mpi_flavor
 from trainrun.program import Program, program_from_command, program_from_script_args
 from trainrun.rank.sh import shell_rank_argv
 from trainrun.rank.env import SOURCES, launcher_rank_env
-from trainrun.runner import RankFailure, first_rank_failure
+from trainrun.rank.status import RankFailure, first_failure
 
 
 @pytest.mark.parametrize("environ,expected", [
@@ -66,7 +66,7 @@ def test_script_exit_code_recorded_for_its_rank(rank_env, monkeypatch: pytest.Mo
     monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
     assert entry.main([str(script), "7"]) == 7
     assert json.loads((rank_env / "rank-1.json").read_text())["exit_code"] == 7
-    assert first_rank_failure(str(rank_env)).rank == 1
+    assert first_failure(str(rank_env)).rank == 1
 
 
 def test_exception_is_exit_1_and_success_leaves_no_record(rank_env, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -93,12 +93,12 @@ def test_payload_result_written_by_rank_0_only(rank_env, monkeypatch, rank_id, w
         assert cloudpickle.loads(result.read_bytes()) == {"sum": 9, "rank": "0"}
 
 
-def test_first_rank_failure_is_the_earliest(tmp_path) -> None:
+def test_first_failure_is_the_earliest(tmp_path) -> None:
     (tmp_path / "rank-2.json").write_text(json.dumps({"rank": 2, "exit_code": 143, "time": 20.0}))
     (tmp_path / "rank-1.json").write_text(json.dumps({"rank": 1, "exit_code": 3, "time": 10.0}))
-    failure = first_rank_failure(str(tmp_path))
+    failure = first_failure(str(tmp_path))
     assert (failure.rank, failure.exit_code) == (1, 3)
-    assert first_rank_failure(str(tmp_path / "none")) is None
+    assert first_failure(str(tmp_path / "none")) is None
 
 
 @pytest.mark.parametrize("target,flavor", [("orterun", "openmpi"), ("prterun", "openmpi"),
@@ -118,7 +118,7 @@ def test_no_mpirun_means_no_flavor(tmp_path, monkeypatch: pytest.MonkeyPatch) ->
 
 
 def run_shell_rank(command: list[str], environ: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(shell_rank_argv(command), env={"PATH": os.environ["PATH"], **environ},
+    return subprocess.run(shell_rank_argv(command, sys.executable), env={"PATH": os.environ["PATH"], **environ},
                           capture_output=True, text=True, timeout=30)
 
 
@@ -150,7 +150,7 @@ def test_shell_rank_passes_arguments_and_success_leaves_no_record(tmp_path) -> N
 def test_shell_rank_records_a_failing_exit_code_for_its_rank(tmp_path, command, code) -> None:
     out = run_shell_rank(command, {"OMPI_COMM_WORLD_RANK": "1", STATUS_DIR: str(tmp_path)})
     assert out.returncode == code
-    assert first_rank_failure(str(tmp_path)) == RankFailure(1, code)
+    assert first_failure(str(tmp_path)) == RankFailure(1, code)
     assert [p.name for p in tmp_path.iterdir()] == ["rank-1.json"]
 
 

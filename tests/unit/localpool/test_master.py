@@ -1,7 +1,6 @@
 """Readiness and the status table, from a standalone master's /json/ report (recorded from Spark 4.3)."""
 import copy
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -3,7 +3,6 @@
 Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/localpool`.
 """
 import json
-import os
 from pathlib import Path
 
 import pytest

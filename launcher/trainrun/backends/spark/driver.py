@@ -7,7 +7,6 @@ Run as `python -m trainrun.backends.spark.driver --master URL --num-processes N 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -16,7 +15,8 @@ from typing import Any, Sequence
 
 from ...errors import JobFailed, TrainrunError
 from ...program import Program
-from ...rank.status import STATUS_DIR
+from ...rank.status import STATUS_DIR, write_record
+from ...validate import key_value
 from .output import OutputServer, ReportedFailure
 from .task import TaskConfig, run_barrier_task
 
@@ -78,10 +78,8 @@ def program_from_rank_args(args: list[str]) -> Program:
 def record_failure(err: JobFailed) -> None:
     """Leave the same status record a rank would, so `trainrun` names the rank uniformly."""
     status_dir = os.environ.get(STATUS_DIR)
-    if err.rank is None or not status_dir:
-        return
-    with open(os.path.join(status_dir, f"rank-{err.rank}.json"), "w") as f:
-        json.dump({"rank": err.rank, "exit_code": err.exit_code, "time": time.time()}, f)
+    if err.rank is not None and status_dir:
+        write_record(status_dir, err.rank, err.exit_code)
 
 
 def main(argv: Sequence[str]) -> int:
@@ -91,8 +89,7 @@ def main(argv: Sequence[str]) -> int:
 
     builder = SparkSession.builder.master(args.master).appName("trainrun")
     for item in args.conf:
-        key, _, value = item.partition("=")
-        builder = builder.config(key, value)
+        builder = builder.config(*key_value("--conf", item))
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     try:

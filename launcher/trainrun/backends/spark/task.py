@@ -18,8 +18,7 @@ from ...job import TorchJob
 from ...machine import Machine
 from ...netinfo import interface_for_address
 from ...program import Program
-from ...rank.status import STATUS_DIR
-from ...runner import first_rank_failure
+from ...rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
 from .output import OutputClient
 
 PR_SET_PDEATHSIG = 1
@@ -143,8 +142,8 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
             client.send_line(f"[rank {task_index}] {line}")
         code = proc.wait()
         if code != 0:
-            failure = first_rank_failure(workdir)
-            exit_code = failure.exit_code if failure else (code if code > 0 else 128 - code)
+            failure = first_failure(workdir)
+            exit_code = failure.exit_code if failure else exit_code_of_returncode(code)
             client.send_failure(task_index, exit_code)
             raise RuntimeError(f"trainrun: rank {task_index} exited with code {exit_code}")
         result = None
