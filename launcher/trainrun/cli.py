@@ -7,14 +7,11 @@ from typing import Sequence
 
 from .backends import plan_job
 from .errors import TrainrunError, UsageError
-from .hosts import parse_hosts
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import Plan
 from .program import program_from_command, program_from_script_args
-from .validate import key_value
-
-BACKENDS = ("mpi", "torch", "spark")
+from .validate import key_value, parse_hosts
 
 
 def positive(text: str) -> int:

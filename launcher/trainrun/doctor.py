@@ -15,8 +15,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Mapping
 
-from .machine import detect_mpi_flavor
-from .netinfo import default_route_interface
+from .machine import default_route_interface, detect_mpi_flavor
 
 MANIFEST = "/etc/trainstack/manifest.json"
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .hosts import HostSlots
 from .program import Program
+from .validate import HostSlots
 
 
 @dataclass(frozen=True)

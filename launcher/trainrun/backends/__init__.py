@@ -4,8 +4,7 @@ from __future__ import annotations
 from ..job import MpiJob, SparkJob, TorchJob
 from ..machine import Machine
 from ..plan import Plan
-from .horovod_gloo import HorovodGlooPlanner
-from .mpi import MpiPlanner
+from .mpi import HorovodGlooPlanner, MpiPlanner
 from .spark import SparkPlanner
 from .torch import TorchPlanner
 

@@ -1,15 +1,16 @@
-"""The mpirun line Horovod users expect (horovodrun's flags), for Open MPI and MPICH."""
+"""The mpirun line Horovod users expect (horovodrun's flags), for Open MPI and MPICH, and Horovod's Gloo
+controller (horovodrun --gloo starts the ranks and hosts the rendezvous)."""
 from __future__ import annotations
 
 from ..envforward import forwarded_names, user_env
 from ..errors import MissingBackend
-from ..hosts import LOCAL_NAMES, HostSlots, check_capacity
 from ..job import MpiJob
 from ..machine import Machine
 from ..plan import Plan
-from ..validate import positive_int
+from ..validate import LOCAL_NAMES, HostSlots, check_capacity, positive_int
 
 INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
+INSTALL_HOROVOD = "pip install horovod built with Gloo (HOROVOD_WITH_GLOO=1), or use a trainstack image"
 
 
 def rendezvous_env(hosts: tuple[HostSlots, ...], machine: Machine) -> dict[str, str]:
@@ -47,3 +48,13 @@ class MpiPlanner:
             argv = ["mpirun", "-np", str(job.num_processes), "-hosts", host_list,
                     "-bind-to", "none", "-map-by", "slot", "-genvlist", ",".join(names)]
         return Plan(f"mpi ({machine.mpi_flavor})", argv + job.program.rank_argv(machine.python), env)
+
+
+class HorovodGlooPlanner:
+    def plan(self, job: MpiJob, machine: Machine) -> Plan:
+        if machine.horovodrun is None:
+            raise MissingBackend("horovodrun", INSTALL_HOROVOD)
+        hosts = job_hosts(job)
+        env = {**rendezvous_env(hosts, machine), **user_env("-x", job.env, machine.environ)}
+        argv = [machine.horovodrun, "--gloo", "-np", str(job.num_processes), "-H", ",".join(map(str, hosts))]
+        return Plan("horovod-gloo", argv + job.program.rank_argv(machine.python), env)

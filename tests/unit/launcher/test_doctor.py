@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 from trainrun.doctor import Facts, format_checks, run_checks
-from trainrun.netinfo import default_route_interface
+from trainrun.machine import default_route_interface
 
 MANIFEST = {"flavor": "cuda", "python": "3.11.2",
             "packages": {"torch": "2.13.0+cu128", "horovod": "0.28.1", "pyspark": "4.3.0"},

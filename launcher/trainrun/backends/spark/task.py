@@ -13,12 +13,11 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..torch import TorchPlanner
 from ...job import TorchJob
-from ...machine import Machine
-from ...netinfo import interface_for_address
+from ...machine import Machine, interface_for_address
 from ...program import Program
 from ...rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
+from ..torch import TorchPlanner
 from .output import OutputClient
 
 PR_SET_PDEATHSIG = 1
