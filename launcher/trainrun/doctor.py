@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Mapping
 
-from .machine import default_route_interface, detect_mpi_flavor
+from .machine import default_route_interface, detect_mpi_flavor, gpu_count
 
 MANIFEST = "/etc/trainstack/manifest.json"
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
@@ -172,12 +172,10 @@ def _run(argv: list[str]) -> str | None:
 def _nvidia_facts() -> tuple[int, str | None, str | None]:
     if shutil.which("nvidia-smi") is None:
         return 0, None, None
-    listing = _run(["nvidia-smi", "-L"]) or ""
     summary = _run(["nvidia-smi"]) or ""
     driver = re.search(r"Driver Version:\s*([\d.]+)", summary)
     cuda = re.search(r"CUDA Version:\s*([\d.]+)", summary)
-    return (sum(1 for line in listing.splitlines() if line.startswith("GPU ")),
-            driver.group(1) if driver else None, cuda.group(1) if cuda else None)
+    return gpu_count(), driver.group(1) if driver else None, cuda.group(1) if cuda else None
 
 
 def _torch_cuda() -> str | None:

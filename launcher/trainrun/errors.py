@@ -6,10 +6,11 @@ class TrainrunError(Exception):
 
 
 class UsageError(TrainrunError):
-    """A bad option value: names the option, the value and what would be valid."""
+    """A bad option value: names the option, the value and what would be valid, in the format of the
+    templates' problems (pooltemplates.Problem): `option = value: rule (valid: ...)`."""
 
-    def __init__(self, option: str, value: object, valid: str) -> None:
-        super().__init__(f"{option} {value!r} is invalid: expected {valid}")
+    def __init__(self, option: str, value: object, valid: str, rule: str = "is invalid") -> None:
+        super().__init__(f"{option} = {value!r}: {rule} (valid: {valid})")
         self.option = option
         self.value = value
 

@@ -66,7 +66,8 @@ def _spark_home() -> str | None:
     return os.path.dirname(spec.origin)
 
 
-def _gpu_count() -> int:
+def gpu_count() -> int:
+    """GPUs `nvidia-smi -L` lists; 0 without nvidia-smi or a driver."""
     if shutil.which("nvidia-smi") is None:
         return 0
     try:
@@ -90,7 +91,7 @@ def detect_machine(backend: str) -> Machine:
         has_java=backend == "spark" and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))),
         horovodrun=shutil.which("horovodrun"),
         spark_home=_spark_home() if backend == "spark" else None,
-        gpu_count=_gpu_count() if backend == "spark" else 0,
+        gpu_count=gpu_count() if backend == "spark" else 0,
     )
 
 

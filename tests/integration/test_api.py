@@ -94,7 +94,7 @@ def test_run_raises_job_failed_naming_the_rank(job_env) -> None:
 
 
 def test_run_rejects_unknown_backend() -> None:
-    with pytest.raises(trainrun.UsageError, match="backend 'tf' is invalid: expected 'torch' or 'horovod'"):
+    with pytest.raises(trainrun.UsageError, match=r"backend = 'tf': is invalid \(valid: 'torch' or 'horovod'\)"):
         trainrun.run(print, backend="tf")
 
 

@@ -103,5 +103,5 @@ def test_missing_mpirun_is_one_line_saying_what_to_install(tmp_path) -> None:
 def test_bad_input_is_one_line_and_starts_nothing(tmp_path) -> None:
     launch = run_trainrun(["mpi", "-np", "3", "-H", "localhost:2", "--", "python", FAIL], trainrun_env(tmp_path))
     assert launch.returncode == 2
-    assert launch.stderr == "trainrun: -np 3 is invalid: expected at most 2, the slots in -H localhost:2\n"
+    assert launch.stderr == "trainrun: -np = 3: is invalid (valid: at most 2, the slots in -H localhost:2)\n"
     assert not list(tmp_path.glob("pid-*"))

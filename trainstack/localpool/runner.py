@@ -10,8 +10,10 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
-from .layout import MASTER_PORT, MASTER_UI_PORT
+from trainrun.machine import pick_free_port
+
 from .errors import PoolError
+from .layout import MASTER_PORT, MASTER_UI_PORT
 from .lookup import docker_client, find_pool, pool_containers, pool_networks
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .plan import DEFAULT_POOL, pool_plan
@@ -115,13 +117,7 @@ def _check_port_free(option: str, port: int) -> None:
             probe.bind(("127.0.0.1", port))
         except OSError:
             raise PoolError.bad_option(option, port, "is already in use on 127.0.0.1",
-                                       f"a free port, e.g. {_free_port()}") from None
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+                                       f"a free port, e.g. {pick_free_port('127.0.0.1')}") from None
 
 
 def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout: float) -> None:
