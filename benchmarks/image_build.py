@@ -21,6 +21,7 @@ from trainstack import docker_client
 from trainstack.build import BUILD_DIR, run_build
 from trainstack.matrix import load_matrix
 from trainstack.build_context import SourceOptions, write_build_context
+from trainstack.identity import flavor_image
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
 SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 10.0, "gpu-cu13": 10.0}
@@ -39,7 +40,7 @@ def _flavor(name: str):
 
 def measure_size(flavor: str) -> dict:
     client = docker_client.connect()
-    image = client.images.get(f"{load_matrix().image_name}:{flavor}")
+    image = client.images.get(flavor_image(flavor))
     size_gb = image.attrs["Size"] / 1e9
     layers = client.api.history(image.id)
     largest = sorted(layers, key=lambda layer: layer["Size"], reverse=True)[:5]

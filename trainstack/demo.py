@@ -5,8 +5,9 @@ import sys
 
 from trainstack import docker_client
 from trainstack.errors import TrainstackError
+from trainstack.identity import EXAMPLES_DIR
 
-EXAMPLE = "/opt/trainstack/examples/horovod_torch_mnist.py"
+EXAMPLE = f"{EXAMPLES_DIR}/horovod_torch_mnist.py"
 
 
 def train_in_image(image: str, processes: int = 2) -> None:

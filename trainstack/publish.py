@@ -6,15 +6,15 @@ import json
 import docker.errors
 
 from trainstack import docker_client
-from trainstack.build import MANIFEST_PATH
 from trainstack.errors import TrainstackError
+from trainstack.identity import MANIFEST_PATH, image_reference
 from trainstack.manifest import content_tag
 
 
 def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
     """Tags `image_name:flavor` as REGISTRY/image_name:{content tag, flavor} and pushes both."""
     client = docker_client.connect()
-    local = f"{image_name}:{flavor}"
+    local = image_reference(image_name, flavor)
     try:
         image = client.images.get(local)
     except docker.errors.ImageNotFound:
@@ -28,6 +28,6 @@ def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
         image.tag(repository, tag)
         for line in client.api.push(repository, tag=tag, stream=True, decode=True):
             if "error" in line:
-                raise TrainstackError(f"push: {repository}:{tag}: {line['error']}")
-        pushed.append(f"{repository}:{tag}")
+                raise TrainstackError(f"push: {image_reference(image_name, tag, registry)}: {line['error']}")
+        pushed.append(image_reference(image_name, tag, registry))
     return pushed

@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-EXAMPLES = "/opt/trainstack/examples"
+from trainstack.identity import EXAMPLES_DIR
+
 CHECKPOINTS = "/tmp/checkpoints"
 
 
@@ -23,7 +24,7 @@ class Workflow:
 
 
 def _example(script: str, *args: str) -> list[str]:
-    return [f"{EXAMPLES}/{script}", *args]
+    return [f"{EXAMPLES_DIR}/{script}", *args]
 
 
 WORKFLOWS = [

@@ -1,12 +1,11 @@
 """Spark GPU pool templates: data checked before anything starts, rendered for each platform."""
-from .barrier import check_barrier_job
 from .errors import Problem, TemplateError, TemplateWarning
 from .loading import load_template, packaged_templates, read_template
 from .overrides import parse_assignments
 from .targets import TARGETS, render
 from .resources import package_file
 from .schema import PoolTemplate
-from .validation import validate
+from .validation import check_barrier_job, validate
 
 __all__ = [
     "TARGETS",

@@ -178,3 +178,17 @@ def _serializer_warnings(template: PoolTemplate) -> Iterator[Problem]:
         yield Problem("serializer.kryo_buffer_max", buffer_max,
                       f"has no effect with {SERIALIZER_CLASSES['java']}",
                       "serializer.type: kryo, or leave kryo_buffer_max unset")
+
+
+def check_barrier_job(template: PoolTemplate, num_processes: int, use_gpu: bool) -> None:
+    """Raise TemplateError if `num_processes` barrier tasks (on GPUs if `use_gpu`) cannot all start."""
+    problems = list(barrier_problems(template, num_processes, "num_processes"))
+    if num_processes < 1:
+        problems.append(Problem("num_processes", num_processes, "a job needs a process",
+                                "a whole number >= 1"))
+    if use_gpu and not template.uses_gpus:
+        problems.append(Problem("gpu.per_executor", template.gpu.per_executor,
+                                "a GPU job needs a template whose executors have GPUs",
+                                "a GPU template, or run the job without GPUs"))
+    if problems:
+        raise TemplateError(f"barrier job on template {template.name!r}", problems)

@@ -18,7 +18,7 @@ import pytest
 
 from trainstack import localpool as pool
 from trainstack.localpool.master import read_master_state
-from trainstack.localpool.layout import POOL_LABEL
+from trainstack.identity import POOL_LABEL
 from trainstack.workflows import EXAMPLES, summary
 
 UNITS_DIR = Path(__file__).parent / "units"

@@ -11,13 +11,12 @@ from typing import Any
 
 from pooltemplates import PoolTemplate, Problem, TemplateError
 from pooltemplates.resources import DISCOVERY_SCRIPT
-from pooltemplates.targets.images import default_image
 from pooltemplates.units import scale_size
+
+from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, flavor_image
 
 MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
-POOL_LABEL = "org.trainstack.pool"
-ROLE_LABEL = "org.trainstack.pool.role"
 GPU_MODES = ("placeholder", "nvidia")
 # The image's user cannot write under SPARK_HOME, the pyspark package, where the default lies.
 WORKER_DIR = "/tmp/spark-worker"
@@ -34,7 +33,7 @@ def render(template: PoolTemplate, image: str | None = None, gpus: str = "placeh
     plan = {
         "template": template.name,
         "pool": pool_name,
-        "image": image or default_image(gpus == "nvidia"),
+        "image": image or flavor_image("gpu" if gpus == "nvidia" else "cpu"),
         "gpus": gpus,
         "network": {"name": pool_name, "labels": {POOL_LABEL: pool_name}},
         "master": {
@@ -46,7 +45,7 @@ def render(template: PoolTemplate, image: str | None = None, gpus: str = "placeh
             "environment": {},
             "mounts": [],
             "ports": [_published(MASTER_PORT), _published(MASTER_UI_PORT)],
-            "labels": {POOL_LABEL: pool_name, ROLE_LABEL: "master"},
+            "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "master"},
         },
         "workers": [_worker(template, pool_name, index, network_master_url, gpus)
                     for index in range(template.nodes)],
@@ -78,7 +77,7 @@ def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,
         "environment": {"SPARK_WORKER_DIR": WORKER_DIR},
         "mounts": [],
         "ports": [],
-        "labels": {POOL_LABEL: pool_name, ROLE_LABEL: "worker"},
+        "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "worker"},
         "gpu_amount": 0,
     }
     if template.uses_gpus:

@@ -9,9 +9,10 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from .layout import MASTER_PORT, MASTER_UI_PORT, POOL_LABEL, ROLE_LABEL
+from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+
 from .errors import PoolError
-from .specs import SHARE_LABEL
+from .layout import MASTER_PORT, MASTER_UI_PORT
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ def pool_names(client: docker.DockerClient) -> list[str]:
 def find_pool(client: docker.DockerClient, name: str) -> RunningPool:
     """The running pool called `name`; PoolError naming the pools there are when it is not up."""
     containers = pool_containers(client, name)
-    masters = [container for container in containers if container.labels.get(ROLE_LABEL) == "master"]
+    masters = [container for container in containers if container.labels.get(POOL_ROLE_LABEL) == "master"]
     if not masters:
         others = ", ".join(pool_names(client)) or "none is up; start one with `invoke pool.up`"
         raise PoolError.bad_option("--name", name, "is not a running pool", others)
@@ -65,11 +66,11 @@ def find_pool(client: docker.DockerClient, name: str) -> RunningPool:
         raise PoolError(f"pool {name!r}: its master container {master.name} is {master.status}; "
                         f"remove the pool with `invoke pool.down --name {name}` and start it again")
     network = next(iter(master.attrs["NetworkSettings"]["Networks"]))
-    share = master.labels.get(SHARE_LABEL)
+    share = master.labels.get(POOL_SHARE_LABEL)
     return RunningPool(
         name=name,
         master=master,
-        workers=[container for container in containers if container.labels.get(ROLE_LABEL) == "worker"],
+        workers=[container for container in containers if container.labels.get(POOL_ROLE_LABEL) == "worker"],
         network=network,
         gateway=client.networks.get(network).attrs["IPAM"]["Config"][0]["Gateway"],
         image=master.attrs["Config"]["Image"],

@@ -4,12 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-from .layout import POOL_LABEL, ROLE_LABEL
 from pooltemplates import package_file
+
+from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
 # Where `up --share DIR` appears in every container of the pool, and the label that remembers DIR.
 SHARE_TARGET = "/job"
-SHARE_LABEL = "org.trainstack.pool.share"
 # Docker's 64 MiB /dev/shm is too small for PyTorch data loaders and Horovod's shared memory.
 SHM_SIZE = "1g"
 
@@ -27,7 +27,7 @@ def container_kwargs(plan: dict[str, Any], spec: dict[str, Any], share: Path | N
     labels = dict(spec["labels"])
     if share is not None:
         volumes[str(share)] = {"bind": SHARE_TARGET, "mode": "ro"}
-        labels[SHARE_LABEL] = str(share)
+        labels[POOL_SHARE_LABEL] = str(share)
     kwargs: dict[str, Any] = {
         "image": plan["image"],
         "name": spec["name"],
@@ -55,7 +55,7 @@ def driver_kwargs(pool_name: str, image: str, network: str, command: list[str], 
         "name": container_name,
         "hostname": container_name,
         "command": command,
-        "labels": {POOL_LABEL: pool_name, ROLE_LABEL: "driver"},
+        "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "driver"},
         "network": network,
         "shm_size": SHM_SIZE,
         "detach": True,

@@ -125,9 +125,9 @@ def push(c, registry, gpu=False, flavor=None):
 def train(c, gpu=False, flavor=None, processes=2):
     """Train the example model in a built image with `trainrun mpi` (the main job)."""
     from trainstack.demo import train_in_image
-    from trainstack.matrix import load_matrix
+    from trainstack.identity import flavor_image
 
-    train_in_image(f"{load_matrix().image_name}:{flavor or ('gpu' if gpu else 'cpu')}", int(processes))
+    train_in_image(flavor_image(flavor or ("gpu" if gpu else "cpu")), int(processes))
 
 
 @task(help={
@@ -138,10 +138,10 @@ def train(c, gpu=False, flavor=None, processes=2):
 def test(c, tier=None, pytest_args="", gpu_build=False):
     """Run the tests (one tier, or all)."""
     if gpu_build:
-        from trainstack.matrix import load_matrix
+        from trainstack.identity import flavor_image
 
         build(c, flavor="gpu-cu13", set=[])
-        image = f"{load_matrix().image_name}:gpu-cu13"
+        image = flavor_image("gpu-cu13")
         c.run(f"{sys.executable} -m pytest tests/image/test_gpu_image.py {pytest_args}",
               env={"TRAINSTACK_TEST_GPU_IMAGE": image}, pty=sys.stdout.isatty())
         return

@@ -50,7 +50,7 @@ def test_driver_joins_the_pool_network_under_the_pool_label_and_works_in_the_sha
     kwargs = driver_kwargs("ci-pool", "trainstack:cpu", "ci-pool", ["trainrun", "spark"], "ci-pool-driver-1",
                            Path("/home/me/job"))
     assert kwargs["network"] == "ci-pool"
-    assert kwargs["labels"] == {"org.trainstack.pool": "ci-pool", "org.trainstack.pool.role": "driver"}
+    assert kwargs["labels"] == {"io.trainstack.pool": "ci-pool", "io.trainstack.pool.role": "driver"}
     assert kwargs["volumes"] == {"/home/me/job": {"bind": "/job", "mode": "ro"}}
     assert kwargs["working_dir"] == "/job"
     assert "volumes" not in driver_kwargs("p", "i", "p", ["true"], "p-driver-1", None)
