@@ -1,19 +1,30 @@
-"""Loads images/matrix.yaml into flavors, applies `--set` overrides and checks the rules."""
+"""Loads images/matrix.yaml into flavors, applies `--set` overrides and checks the rules.
+
+The file and every flavor after its overrides are checked against images/matrix.schema.json (a JSON
+Schema: the matrix stays plain data that the Jinja template and the rules read, and the schema, itself
+data, says what each field may hold; jsonschema reports every violation with its path), then against
+the rules, all before any docker call.
+"""
 from __future__ import annotations
 
 import copy
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+import jsonschema
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
+from pooltemplates import parse_assignments
 
 from trainstack.errors import TrainstackError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MATRIX_PATH = REPO_ROOT / "images" / "matrix.yaml"
+SCHEMA_PATH = REPO_ROOT / "images" / "matrix.schema.json"
+PATCHES_DIR = REPO_ROOT / "images" / "patches"
 
 
 class MatrixError(TrainstackError):
@@ -48,6 +59,13 @@ class Flavor:
     def field(self, component: str, name: str) -> Any:
         return self.components.get(component, {}).get(name)
 
+    def to_data(self) -> dict[str, Any]:
+        """The flavor as it is written in the matrix (what the schema checks)."""
+        packages = {name: {"version": version, "no_deps": True} if name in self.no_deps_packages else version
+                    for name, version in self.python_packages.items()}
+        return {"description": self.description, "base_image": self.base_image,
+                "components": copy.deepcopy(self.components), "python_packages": packages}
+
 
 @dataclass(frozen=True)
 class Matrix:
@@ -67,20 +85,14 @@ class Matrix:
 
 
 def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
-    raw = yaml.safe_load(path.read_text())
-    flavors = {
-        name: Flavor(
-            name=name,
-            description=" ".join(str(spec["description"]).split()),
-            base_image=spec["base_image"],
-            components={key: dict(value) for key, value in spec["components"].items()},
-            python_packages={key: _package_version(value) for key, value in spec.get("python_packages", {}).items()},
-            no_deps_packages=frozenset(
-                key for key, value in spec.get("python_packages", {}).items() if isinstance(value, dict) and value.get("no_deps")
-            ),
-        )
-        for name, spec in raw["flavors"].items()
-    }
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise MatrixError(f"{path.name}: not valid YAML: {exc}") from None
+    problems = schema_problems(raw, "#")
+    if problems:
+        raise MatrixError(f"{path.name}: " + _listing(problems))
+    flavors = {name: _flavor(name, spec) for name, spec in raw["flavors"].items()}
     rules = [
         Rule(id=r["id"], when=dict(r["when"]), require=dict(r["require"]), reason=" ".join(r["reason"].split()))
         for r in raw["rules"]
@@ -92,43 +104,101 @@ def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
     return matrix
 
 
+def _flavor(name: str, spec: dict[str, Any]) -> Flavor:
+    packages = spec.get("python_packages", {})
+    return Flavor(
+        name=name,
+        description=" ".join(str(spec["description"]).split()),
+        base_image=spec["base_image"],
+        components={key: dict(value) for key, value in spec["components"].items()},
+        python_packages={key: _package_version(value) for key, value in packages.items()},
+        no_deps_packages=frozenset(key for key, value in packages.items()
+                                   if isinstance(value, dict) and value.get("no_deps")),
+    )
+
+
+def schema_problems(data: Any, pointer: str, prefix: str = "") -> list[str]:
+    """Every violation of the schema (or of its definition at `pointer`), one line each, named by path."""
+    schema = json.loads(SCHEMA_PATH.read_text())
+    if pointer != "#":
+        schema = {"$defs": schema["$defs"], "$ref": pointer}
+    validator = jsonschema.Draft202012Validator(schema)
+    problems = []
+    for error in sorted(validator.iter_errors(data), key=lambda error: list(map(str, error.absolute_path))):
+        where = prefix + ".".join(str(part) for part in error.absolute_path) or "the matrix"
+        problems.append(f"{where} = {error.instance!r}: {_explain(error)}")
+    for name, spec in (data.get("flavors", {}) if pointer == "#" and isinstance(data, dict) else {}).items():
+        problems += _patch_problems(spec, f"flavors.{name}.")
+    return problems
+
+
+def _explain(error: jsonschema.ValidationError) -> str:
+    if error.validator in ("pattern", "type") and "description" in error.schema:
+        return f"is not {error.schema['description']}"
+    if error.validator == "enum":
+        return "is not one of " + ", ".join(map(str, error.validator_value))
+    return error.message
+
+
+def _patch_problems(spec: Any, prefix: str) -> list[str]:
+    patches = spec.get("components", {}).get("horovod", {}).get("patch", []) if isinstance(spec, dict) else []
+    return [f"{prefix}components.horovod.patch = {patch!r}: is not a file in images/patches/ (valid: "
+            f"{', '.join(sorted(path.name for path in PATCHES_DIR.glob('*.patch')))})"
+            for patch in patches if isinstance(patch, str) and not (PATCHES_DIR / patch).is_file()]
+
+
+def _listing(problems: list[str]) -> str:
+    return problems[0] if len(problems) == 1 else f"{len(problems)} problems:\n  " + "\n  ".join(problems)
+
+
 def _package_version(value: str | dict) -> str:
     return str(value["version"]) if isinstance(value, dict) else str(value)
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:
     """Turns ['torch=2.10.0', 'base_image=x'] into a dict, refusing malformed pairs."""
-    overrides: dict[str, str] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key or not value:
-            raise MatrixError(f"--set: {pair!r} is not KEY=VALUE (e.g. --set torch=2.10.0)")
-        overrides[key.strip()] = value.strip()
-    return overrides
+    return {key: value.strip() for key, value in parse_assignments(pairs, example="torch=2.10.0").items()}
 
 
 def apply_overrides(flavor: Flavor, overrides: Mapping[str, str]) -> Flavor:
-    """`base_image=IMG`, `COMPONENT=VERSION`, `COMPONENT.FIELD=VALUE` or `PACKAGE=VERSION` of python_packages."""
-    components = copy.deepcopy(flavor.components)
-    packages = dict(flavor.python_packages)
-    base_image = flavor.base_image
+    """`base_image=IMG`, `COMPONENT=VERSION`, `COMPONENT.FIELD=VALUE` (a list field takes `a,b`) or
+    `PACKAGE=VERSION` of python_packages; the result is checked against the schema, naming the `--set` key."""
+    data = flavor.to_data()
+    components, packages = data["components"], data["python_packages"]
+    unknown = []
     for key, value in overrides.items():
         component, _, field = key.partition(".")
         if key == "base_image":
-            base_image = value
+            data["base_image"] = value
         elif component in components:
-            if not field:
-                _check_version(value, key)
-            components[component][field or "version"] = value
+            current = components[component].get(field or "version")
+            components[component][field or "version"] = _typed_like(current, value)
         elif key in packages:
-            _check_version(value, key)
-            packages[key] = value
+            packages[key] = {**packages[key], "version": value} if isinstance(packages[key], dict) else value
         else:
-            valid = ["base_image", *components, *packages]
-            raise MatrixError(
-                f"--set {key}={value}: flavor {flavor.name!r} has no {key!r}; valid keys: {', '.join(valid)}"
-            )
-    return Flavor(flavor.name, flavor.description, base_image, components, packages, flavor.no_deps_packages)
+            unknown.append(key)
+    if unknown:
+        valid = ["base_image", *components, *(f"{name}.FIELD" for name in components), *packages]
+        raise MatrixError(f"--set: flavor {flavor.name!r} has no {', '.join(map(repr, unknown))}; valid keys: "
+                          f"{', '.join(valid)}")
+    problems = [problem.replace("--set components.", "--set ", 1)
+                for problem in schema_problems(data, "#/$defs/flavor", prefix="--set ") + _patch_problems(data, "--set ")]
+    if problems:
+        raise MatrixError(_listing(problems))
+    for key, value in overrides.items():
+        component, _, field = key.partition(".")
+        if (component in components and not field) or key in packages:
+            _check_version(value, key)
+    return _flavor(flavor.name, data)
+
+
+def _typed_like(current: Any, text: str) -> Any:
+    """An override as the type of the value it replaces: `a,b` for lists (of integers where those were)."""
+    if isinstance(current, list):
+        items = [item.strip() for item in text.split(",") if item.strip()]
+        return [int(item) if item.isdigit() and all(isinstance(old, int) for old in current) else item
+                for item in items]
+    return text
 
 
 def broken_rules(flavor: Flavor, rules: list[Rule]) -> list[str]:
@@ -151,7 +221,7 @@ def _value(flavor: Flavor, key: str) -> str | None:
     component, _, field = key.partition(".")
     if field:
         value = flavor.field(component, field)
-        return str(value) if value not in (None, "") else None
+        return str(value) if value not in (None, "", []) else None
     return flavor.version(component)
 
 

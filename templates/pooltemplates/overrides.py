@@ -11,15 +11,14 @@ from .schema import PoolTemplate
 from .structure import describe, settable_fields, unwrap_optional, wrong_value_rule
 
 
-def parse_assignments(assignments: Iterable[str]) -> dict[str, str]:
-    """['executor.instances=4', ...] -> {'executor.instances': '4', ...}."""
+def parse_assignments(assignments: Iterable[str], example: str = "executor.instances=4") -> dict[str, str]:
+    """['executor.instances=4', ...] -> {'executor.instances': '4', ...}; also the image matrix's `--set`."""
     parsed: dict[str, str] = {}
     problems = []
     for assignment in assignments:
         key, equals, value = assignment.partition("=")
         if not equals or not key.strip():
-            problems.append(Problem("--set", assignment, "must look like key=value",
-                                    "e.g. executor.instances=4"))
+            problems.append(Problem("--set", assignment, "must look like key=value", f"e.g. {example}"))
             continue
         parsed[key.strip()] = value
     if problems:

@@ -21,7 +21,7 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         (["build", "--flavor", "tpu"], "error: flavor: unknown flavor 'tpu'; valid: cpu, gpu, gpu-cu13"),
         (["build", "--gpu", "--set", "torch=2.10.0", "--set", "tensorflow=2.21.0"],
          "error: rule tensorflow-2.21-cuda-stack:"),
-        (["build", "--set", "torch"], "error: --set: 'torch' is not KEY=VALUE"),
+        (["build", "--set", "torch"], "error: --set: 1 error\n  - --set = 'torch': must look like key=value"),
         (["build", "--ca-bundle", "/nonexistent/ca.pem"], "error: --ca-bundle: /nonexistent/ca.pem is not a file"),
         (["render", "--wheelhouse", "/nonexistent/wheels"], "error: --wheelhouse: /nonexistent/wheels is not a directory"),
         (["build"], "error: docker: the daemon is not reachable"),

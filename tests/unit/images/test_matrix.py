@@ -1,5 +1,7 @@
 import pytest
 
+from pooltemplates import TemplateError
+
 from trainstack.matrix import MatrixError, load_matrix, parse_overrides
 
 
@@ -64,12 +66,12 @@ def test_unknown_flavor_lists_the_valid_ones(matrix):
 
 
 def test_unknown_override_key_lists_valid_keys(matrix):
-    with pytest.raises(MatrixError, match=r"--set cuda=12.8: flavor 'cpu' has no 'cuda'; valid keys: base_image"):
+    with pytest.raises(MatrixError, match=r"--set: flavor 'cpu' has no 'cuda'; valid keys: base_image"):
         matrix.flavor("cpu", {"cuda": "12.8"})
 
 
 def test_override_version_must_parse(matrix):
-    with pytest.raises(MatrixError, match="'latest' is not a version"):
+    with pytest.raises(MatrixError, match="--set torch.version = 'latest': is not a version"):
         matrix.flavor("cpu", {"torch": "latest"})
 
 
@@ -81,7 +83,36 @@ def test_overrides_change_versions_packages_and_base_image(matrix):
     assert matrix.flavor("cpu").version("pyspark") == "4.3.0"
 
 
-@pytest.mark.parametrize("pair", ["torch", "=2.1", "torch="])
+@pytest.mark.parametrize("pair", ["torch", "=2.1"])
 def test_malformed_set_pairs_are_refused(pair):
-    with pytest.raises(MatrixError, match="is not KEY=VALUE"):
+    with pytest.raises(TemplateError, match=r"--set = '.*': must look like key=value \(valid: e.g. torch=2.10.0\)"):
         parse_overrides([pair])
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"torch": ""}, "--set torch.version = '': is not a version"),
+    ({"horovod.frameworks": "pytroch"}, "--set horovod.frameworks.0 = 'pytroch': is not one of pytorch, tensorflow"),
+    ({"base_image": "debian:12\nRUN echo injected"}, "--set base_image = 'debian:12\\nRUN echo injected': is not a docker image"),
+    ({"java.apt_package": "x; echo INJ"}, "--set java.apt_package = 'x; echo INJ': is not an image, flavor, component or package name"),
+    ({"horovod.patch": "/etc/passwd"}, "--set horovod.patch.0 = '/etc/passwd': is not a file name in images/patches/"),
+    ({"horovod.patch": "missing.patch"}, "--set horovod.patch = 'missing.patch': is not a file in images/patches/"),
+    ({"torch.index_url": "http://example.org/simple"}, "--set torch.index_url = 'http://example.org/simple': is not an https URL"),
+])
+def test_set_values_are_checked_against_the_schema_naming_the_key(matrix, overrides, message):
+    with pytest.raises(MatrixError) as error:
+        matrix.flavor("cpu", overrides)
+    assert message in str(error.value)
+
+
+def test_list_fields_take_comma_separated_values(matrix):
+    flavor = matrix.flavor("cpu", {"horovod.frameworks": "pytorch", "horovod.controllers": "mpi,gloo"})
+    assert flavor.field("horovod", "frameworks") == ["pytorch"]
+    assert flavor.field("horovod", "controllers") == ["mpi", "gloo"]
+
+
+def test_a_malformed_matrix_file_names_every_problem(tmp_path):
+    broken = tmp_path / "matrix.yaml"
+    broken.write_text("image_name: trainstack\nflavors:\n  cpu: {description: x, components: {}}\nrules: []\n")
+    with pytest.raises(MatrixError) as error:
+        load_matrix(broken)
+    assert "flavors.cpu = " in str(error.value) and "'base_image' is a required property" in str(error.value)
