@@ -15,13 +15,7 @@ def train_in_image(image: str, processes: int = 2) -> None:
     client = docker_client.connect()
     command = ["trainrun", "mpi", "-np", str(processes), "--", "python", EXAMPLE, "--checkpoint-dir", "/tmp/checkpoints"]
     print(f"$ docker run --rm --shm-size 1g {image} {' '.join(command)}", file=sys.stderr)
-    container = client.containers.create(image, command=command, shm_size="1g", detach=True)
-    try:
-        container.start()
-        for chunk in container.logs(stream=True, follow=True):
-            sys.stdout.write(chunk.decode(errors="replace"))
-        status = container.wait()["StatusCode"]
-    finally:
-        container.remove(force=True)
+    status, _ = docker_client.run_container(client, {"image": image, "command": command, "shm_size": "1g"},
+                                            out=sys.stdout)
     if status != 0:
         raise TrainstackError(f"train: the example exited {status} in {image}")

@@ -1,5 +1,9 @@
-"""The docker SDK client, with the errors users hit turned into instructions."""
+"""The docker SDK client, with the errors users hit turned into instructions, and the one way a
+throwaway container runs: create, start, output returned or streamed, always removed."""
 from __future__ import annotations
+
+import codecs
+from typing import Any, TextIO
 
 import docker
 import docker.errors
@@ -19,13 +23,33 @@ def connect() -> docker.DockerClient:
     return client
 
 
-def run_in_image(client: docker.DockerClient, image: str, command: list[str], timeout: int = 300) -> tuple[int, str]:
-    """Runs a command in a throwaway container; returns (exit code, combined output). Always removes it."""
-    container = client.containers.create(image, command=command, detach=True)
+def run_container(client: docker.DockerClient, create: dict[str, Any], out: TextIO | None = None,
+                  timeout: float | None = None) -> tuple[int, str]:
+    """Runs a container made from `containers.create(**create)`; returns (exit code, combined output).
+
+    With `out`, the output is written there as it comes (and not returned). The container is removed
+    whatever happens, also when something else removed it first.
+    """
+    container = client.containers.create(**{"detach": True, **create})
     try:
         container.start()
-        result = container.wait(timeout=timeout)
-        output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-        return result["StatusCode"], output
+        output = ""
+        if out is not None:
+            decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+            for chunk in container.logs(stream=True, follow=True):
+                out.write(decoder.decode(chunk))
+                out.flush()
+        status = container.wait(timeout=timeout)["StatusCode"]
+        if out is None:
+            output = container.logs(stdout=True, stderr=True).decode(errors="replace")
+        return status, output
     finally:
-        container.remove(force=True)
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            pass
+
+
+def run_in_image(client: docker.DockerClient, image: str, command: list[str], timeout: int = 300) -> tuple[int, str]:
+    """Runs a command in a throwaway container of `image`; returns (exit code, combined output)."""
+    return run_container(client, {"image": image, "command": command}, timeout=timeout)

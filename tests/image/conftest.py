@@ -8,6 +8,8 @@ import docker
 import docker.errors
 import pytest
 
+from trainstack.docker_client import run_container
+
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
 UNITS_DIR = Path(__file__).parent / "units"
 # The rank scripts the integration tests run on the host, shared with the image tests.
@@ -25,16 +27,9 @@ class ImageRunner:
         returns the output."""
         mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, str(RANKS_DIR): {"bind": "/ranks", "mode": "ro"},
                   **(volumes or {})}
-        container = self.client.containers.create(
-            self.image, command=command, environment=env or {}, volumes=mounts, shm_size="1g",
-            user=user, detach=True,
-        )
-        try:
-            container.start()
-            status = container.wait(timeout=timeout)["StatusCode"]
-            output = container.logs(stdout=True, stderr=True).decode(errors="replace")
-        finally:
-            container.remove(force=True)
+        status, output = run_container(self.client, {
+            "image": self.image, "command": command, "environment": env or {}, "volumes": mounts,
+            "shm_size": "1g", "user": user}, timeout=timeout)
         assert status == expect, f"exit {status}, expected {expect}; output:\n{output[-4000:]}"
         return output
 

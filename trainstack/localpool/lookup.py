@@ -34,13 +34,6 @@ class RunningPool:
                 if self.network in container.attrs["NetworkSettings"]["Networks"]}
 
 
-def docker_client() -> docker.DockerClient:
-    try:
-        return docker.from_env()
-    except docker.errors.DockerException as err:
-        raise PoolError(f"docker is not reachable: {err}") from None
-
-
 def pool_containers(client: docker.DockerClient, name: str) -> list[Container]:
     return client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"})
 

@@ -12,9 +12,11 @@ from docker.models.containers import Container
 
 from trainrun.machine import pick_free_port
 
+from trainstack.docker_client import connect
+
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
-from .lookup import docker_client, find_pool, pool_containers, pool_networks
+from .lookup import find_pool, pool_containers, pool_networks
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .plan import DEFAULT_POOL, pool_plan
 from .specs import container_kwargs, network_kwargs
@@ -32,7 +34,7 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
     """
     plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port)
     share_dir = _share_dir(share)
-    client = client or docker_client()
+    client = client or connect()
     _check_image(client, plan["image"])
     if pool_containers(client, name) or pool_networks(client, name):
         raise PoolError.bad_option("--name", name, "is already up",
@@ -55,7 +57,7 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
 
 def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) -> str:
     """The pool's master URLs and a table of its workers as the master reports them."""
-    pool = find_pool(client or docker_client(), name)
+    pool = find_pool(client or connect(), name)
     try:
         state = read_master_state(pool.ui_url)
     except MasterUnreachable as err:
@@ -75,7 +77,7 @@ def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) 
 
 def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) -> list[str]:
     """Remove every container and network labelled with the pool's name; returns their names."""
-    return _remove(client or docker_client(), name)
+    return _remove(client or connect(), name)
 
 
 def _remove(client: docker.DockerClient, name: str) -> list[str]:
