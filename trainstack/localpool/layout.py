@@ -5,7 +5,6 @@ The pool runner (`invoke pool.up`) creates exactly what the plan lists and label
 """
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
@@ -22,15 +21,18 @@ GPU_MODES = ("placeholder", "nvidia")
 WORKER_DIR = "/tmp/spark-worker"
 
 
-def render(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
-           pool_name: str = "trainstack-pool") -> str:
-    """`gpus`: 'placeholder' advertises fake GPU addresses; 'nvidia' hands real GPUs over."""
+def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
+                pool_name: str = "trainstack-pool", master_port: int = MASTER_PORT,
+                ui_port: int = MASTER_UI_PORT) -> dict[str, Any]:
+    """The containers, network and URLs of a pool for `template`, as data. The master's ports are published
+    on 127.0.0.1 at master_port and ui_port. `gpus`: 'placeholder' advertises fake GPU addresses; 'nvidia'
+    hands real GPUs over."""
     if gpus not in GPU_MODES:
         raise TemplateError(f"local pool for {template.name!r}", [Problem(
             "gpus", gpus, "is not a GPU mode", "one of " + ", ".join(GPU_MODES))])
     master_host = f"{pool_name}-master"
     network_master_url = f"spark://{master_host}:{MASTER_PORT}"
-    plan = {
+    return {
         "template": template.name,
         "pool": pool_name,
         "image": image or flavor_image("gpu" if gpus == "nvidia" else "cpu"),
@@ -44,19 +46,19 @@ def render(template: PoolTemplate, image: str | None = None, gpus: str = "placeh
                         "--webui-port", str(MASTER_UI_PORT)],
             "environment": {},
             "mounts": [],
-            "ports": [_published(MASTER_PORT), _published(MASTER_UI_PORT)],
+            "ports": [_published(MASTER_PORT, master_port), _published(MASTER_UI_PORT, ui_port)],
             "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "master"},
         },
         "workers": [_worker(template, pool_name, index, network_master_url, gpus)
                     for index in range(template.nodes)],
-        "master_url": {"host": f"spark://127.0.0.1:{MASTER_PORT}", "network": network_master_url},
+        "master_url": {"host": f"spark://127.0.0.1:{master_port}", "network": network_master_url},
+        "ui_url": f"http://127.0.0.1:{ui_port}",
         "spark_conf": template.spark_conf(),
     }
-    return json.dumps(plan, indent=2) + "\n"
 
 
-def _published(port: int) -> dict[str, Any]:
-    return {"container": port, "host": port, "host_ip": "127.0.0.1"}
+def _published(port: int, host_port: int) -> dict[str, Any]:
+    return {"container": port, "host": host_port, "host_ip": "127.0.0.1"}
 
 
 def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,

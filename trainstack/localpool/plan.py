@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import re
 from typing import Any
 
 from pooltemplates import TemplateError, load_template
 
-from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, render
+from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, pool_layout
 from .errors import PoolError
 
 DEFAULT_POOL = "trainstack-pool"
@@ -21,7 +20,7 @@ _OPTIONS = {"template": "--template", "nodes": "--workers", "executor.instances"
 def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None = None,
               gpus: str = "placeholder", name: str = DEFAULT_POOL, master_port: int = MASTER_PORT,
               ui_port: int = MASTER_UI_PORT) -> dict[str, Any]:
-    """The rendered plan with the host ports chosen; raises PoolError or TemplateError on bad input."""
+    """The pool layout of a template for these options; raises PoolError or TemplateError on bad input."""
     if workers < 1:
         raise PoolError.bad_option("--workers", workers, "must be at least 1", "a whole number >= 1")
     if gpus not in GPU_MODES:
@@ -40,10 +39,4 @@ def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None 
     except TemplateError as err:
         raise TemplateError(err.subject, [dataclasses.replace(problem, field=_OPTIONS.get(problem.field, problem.field))
                                           for problem in err.problems]) from None
-    plan = json.loads(render(loaded, image=image, gpus=gpus, pool_name=name))
-    host_ports = {MASTER_PORT: master_port, MASTER_UI_PORT: ui_port}
-    for port in plan["master"]["ports"]:
-        port["host"] = host_ports[port["container"]]
-    plan["master_url"]["host"] = f"spark://127.0.0.1:{master_port}"
-    plan["ui_url"] = f"http://127.0.0.1:{ui_port}"
-    return plan
+    return pool_layout(loaded, image, gpus, name, master_port, ui_port)

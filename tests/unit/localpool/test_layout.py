@@ -5,14 +5,14 @@ from pathlib import Path
 import pytest
 
 from pooltemplates import TemplateError, load_template, packaged_templates
-from trainstack.localpool.layout import render
+from trainstack.localpool.layout import pool_layout
 
 GOLDEN = Path(__file__).parent / "golden" / "layout"
 
 
 @pytest.mark.parametrize("name", packaged_templates())
 def test_layout_matches_golden(name: str, golden) -> None:
-    golden(f"layout/{name}.local-pool.json", render(load_template(name)))
+    golden(f"layout/{name}.local-pool.json", json.dumps(pool_layout(load_template(name)), indent=2) + "\n")
 
 
 def test_every_layout_golden_belongs_to_a_template() -> None:
@@ -21,7 +21,7 @@ def test_every_layout_golden_belongs_to_a_template() -> None:
 
 
 def test_local_pool_with_real_gpus_hands_each_worker_its_own() -> None:
-    plan = json.loads(render(load_template("local-pool", {"gpu.per_executor": "2"}), gpus="nvidia",
+    plan = (pool_layout(load_template("local-pool", {"gpu.per_executor": "2"}), gpus="nvidia",
                              pool_name="ci-pool"))
     assert plan["image"] == "trainstack:gpu"
     assert plan["network"]["name"] == "ci-pool"
@@ -32,7 +32,7 @@ def test_local_pool_with_real_gpus_hands_each_worker_its_own() -> None:
 
 def test_local_pool_workers_make_room_for_every_executor() -> None:
     template = load_template("local-pool", {"executor.instances": "3", "job.kind": "plain"})
-    (first, second) = json.loads(render(template))["workers"]
+    (first, second) = (pool_layout(template))["workers"]
     # Two executors per worker: 2 x 2 cores, 2 x 1g, 2 x 1 placeholder GPU.
     assert first["command"][2:6] == ["--cores", "4", "--memory", "2g"]
     assert first["environment"]["TRAINSTACK_GPU_ADDRESSES"] == "0,1"
@@ -42,12 +42,12 @@ def test_local_pool_workers_make_room_for_every_executor() -> None:
 
 def test_local_pool_rejects_unknown_gpu_modes() -> None:
     with pytest.raises(TemplateError) as caught:
-        render(load_template("local-pool"), gpus="amd")
+        pool_layout(load_template("local-pool"), gpus="amd")
     assert caught.value.problems[0].valid == "one of placeholder, nvidia"
 
 
 def test_local_pool_placeholder_gpus_differ_between_workers() -> None:
-    plan = json.loads(render(load_template("local-pool", {"nodes": "3", "executor.instances": "3"})))
+    plan = (pool_layout(load_template("local-pool", {"nodes": "3", "executor.instances": "3"})))
     addresses = [worker["environment"]["TRAINSTACK_GPU_ADDRESSES"] for worker in plan["workers"]]
     assert addresses == ["0", "1", "2"]
     assert [worker["gpu_amount"] for worker in plan["workers"]] == [1, 1, 1]
