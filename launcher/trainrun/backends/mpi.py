@@ -19,19 +19,19 @@ def rendezvous_env(hosts: tuple[HostSlots, ...], machine: Machine) -> dict[str, 
     return {"MASTER_ADDR": "127.0.0.1" if first in LOCAL_NAMES else first, "MASTER_PORT": str(machine.free_port)}
 
 
-def job_hosts(job: MpiJob) -> tuple[HostSlots, ...]:
+def hosts_and_env(job: MpiJob, machine: Machine) -> tuple[tuple[HostSlots, ...], dict[str, str]]:
+    """The job's hosts (this one by default), checked against -np, and the env every rank gets."""
     positive_int("-np", job.num_processes)
     hosts = job.hosts or (HostSlots("localhost", job.num_processes),)
     check_capacity("-np", job.num_processes, hosts)
-    return hosts
+    return hosts, {**rendezvous_env(hosts, machine), **user_env("-x", job.env, machine.environ)}
 
 
 class MpiPlanner:
     def plan(self, job: MpiJob, machine: Machine) -> Plan:
         if machine.mpi_flavor is None:
             raise MissingBackend("mpirun", INSTALL_MPI)
-        hosts = job_hosts(job)
-        env = {**rendezvous_env(hosts, machine), **user_env("-x", job.env, machine.environ)}
+        hosts, env = hosts_and_env(job, machine)
         names = forwarded_names(machine.environ, env)
         host_list = ",".join(map(str, hosts))
         if machine.mpi_flavor == "openmpi":
@@ -54,7 +54,6 @@ class HorovodGlooPlanner:
     def plan(self, job: MpiJob, machine: Machine) -> Plan:
         if machine.horovodrun is None:
             raise MissingBackend("horovodrun", INSTALL_HOROVOD)
-        hosts = job_hosts(job)
-        env = {**rendezvous_env(hosts, machine), **user_env("-x", job.env, machine.environ)}
+        hosts, env = hosts_and_env(job, machine)
         argv = [machine.horovodrun, "--gloo", "-np", str(job.num_processes), "-H", ",".join(map(str, hosts))]
         return Plan("horovod-gloo", argv + job.program.rank_argv(machine.python), env)
