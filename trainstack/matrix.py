@@ -17,8 +17,8 @@ import jsonschema
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
-from pooltemplates import parse_assignments
 
+from pooltemplates import parse_assignments
 from trainstack.errors import TrainstackError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

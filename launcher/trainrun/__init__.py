@@ -13,7 +13,7 @@ def __getattr__(name: str):
 
         return run
     if name == "HorovodRunner":
-        from .horovod_runner import HorovodRunner
+        from .api import HorovodRunner
 
         return HorovodRunner
     raise AttributeError(name)

@@ -1,4 +1,4 @@
-"""What every rank runs, and the argv that starts it: the sh entry (trainrun.rank.sh), or `python -m trainrun.rank`."""
+"""What every rank runs, and the argv that starts it: the sh entry (trainrun.rank.env), or `python -m trainrun.rank`."""
 from __future__ import annotations
 
 import os
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from .errors import UsageError
-from .rank.sh import shell_rank_argv
+from .rank.env import shell_rank_argv
 
 Kind = Literal["script", "module", "payload", "exec"]
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")

@@ -1,10 +1,9 @@
 """Spark GPU pool templates: data checked before anything starts, rendered for each platform."""
 from .errors import Problem, TemplateError, TemplateWarning
-from .loading import load_template, packaged_templates, read_template
+from .loading import load_template, package_file, packaged_templates, read_template
 from .overrides import parse_assignments
-from .targets import TARGETS, render
-from .resources import package_file
 from .schema import PoolTemplate
+from .targets import TARGETS, render
 from .validation import check_barrier_job, validate
 
 __all__ = [

@@ -1,8 +1,10 @@
-"""Finding template files, following `extends`, applying overrides, validating."""
+"""Finding template files (packaged ones and the files shipped beside them), following `extends`, applying
+overrides, validating."""
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -10,12 +12,25 @@ import yaml
 
 from .errors import Problem, TemplateError, TemplateWarning
 from .overrides import apply_overrides
-from .resources import pools_dir
 from .schema import PoolTemplate
 from .structure import build_template
 from .validation import validate
 
 TEMPLATE_SUFFIXES = (".yaml", ".yml")
+DISCOVERY_SCRIPT = "scripts/discover-gpus.sh"
+
+
+def pools_dir() -> Path:
+    """The directory of packaged template YAML files (the package installs unzipped)."""
+    return Path(str(resources.files("pooltemplates").joinpath("pools")))
+
+
+def package_file(relative: str) -> Path:
+    """The on-disk path of a file shipped in pooltemplates, e.g. DISCOVERY_SCRIPT for bind mounts."""
+    path = Path(str(resources.files("pooltemplates").joinpath(relative)))
+    if not path.is_file():
+        raise FileNotFoundError(f"pooltemplates ships no file {relative!r}")
+    return path
 
 
 def packaged_templates() -> list[str]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 from typing import Any
 
 from pooltemplates import Problem
-
 from trainstack.errors import TrainstackError
 
 

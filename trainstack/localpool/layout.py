@@ -9,9 +9,8 @@ import math
 from typing import Any
 
 from pooltemplates import PoolTemplate, Problem, TemplateError
-from pooltemplates.resources import DISCOVERY_SCRIPT
+from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.units import scale_size
-
 from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, flavor_image
 
 MASTER_PORT = 7077

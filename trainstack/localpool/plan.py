@@ -7,8 +7,8 @@ from typing import Any
 
 from pooltemplates import TemplateError, load_template
 
-from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, pool_layout
 from .errors import PoolError
+from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, pool_layout
 
 DEFAULT_POOL = "trainstack-pool"
 # Docker's rule for container and network names; the pool name prefixes both.

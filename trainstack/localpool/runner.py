@@ -11,7 +11,6 @@ import docker.errors
 from docker.models.containers import Container
 
 from trainrun.machine import pick_free_port
-
 from trainstack.docker_client import connect
 
 from .errors import PoolError

@@ -5,7 +5,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pooltemplates import package_file
-
 from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
 # Where `up --share DIR` appears in every container of the pool, and the label that remembers DIR.

@@ -42,8 +42,8 @@ def _sources(ca_bundle, wheelhouse, index_url, extra_index_url):
 @reports_errors
 def matrix(c, gpu=False):
     """Print every flavor of images/matrix.yaml with its component versions."""
-    from trainstack.matrix import load_matrix
     from trainstack.docs import flavor_table
+    from trainstack.matrix import load_matrix
 
     print(flavor_table(load_matrix(), gpu_only=gpu))
 
@@ -51,8 +51,8 @@ def matrix(c, gpu=False):
 @task
 def docs(c):
     """Regenerate the README's version table (from the matrix) and workflow table."""
-    from trainstack.matrix import REPO_ROOT, load_matrix
     from trainstack.docs import with_generated_tables
+    from trainstack.matrix import REPO_ROOT, load_matrix
     from trainstack.workflows import WORKFLOWS
 
     readme = REPO_ROOT / "README.md"

@@ -4,9 +4,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoke import task
+
 from pooltemplates.cli import OVERRIDE_HELP, TARGET_OPTIONS, catalogue, load_checked, render_checked
 from pooltemplates.targets import TARGETS
-
 from trainstack.errors import reports_errors
 
 NAME_HELP = "a packaged template or a .yaml path"

@@ -2,15 +2,38 @@
 controller (horovodrun --gloo starts the ranks and hosts the rendezvous)."""
 from __future__ import annotations
 
-from ..envforward import forwarded_names, user_env
-from ..errors import MissingBackend
+from typing import Iterable, Mapping
+
+from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
 from ..plan import Plan
-from ..validate import LOCAL_NAMES, HostSlots, check_capacity, positive_int
+from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, positive_int
 
+# What reaches every rank on every host besides the job's own -x variables.
+FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV")
+FORWARDED_PREFIXES = ("NCCL_", "HOROVOD_", "CUDA_", "GLOO_", "TORCH_", "OMP_")
 INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
 INSTALL_HOROVOD = "pip install horovod built with Gloo (HOROVOD_WITH_GLOO=1), or use a trainstack image"
+
+
+def user_env(option: str, specs: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
+    """`-x NAME` takes NAME's current value, `-x NAME=VALUE` sets it."""
+    env = {}
+    for spec in specs:
+        if "=" in spec:
+            name, value = key_value(option, spec)
+        elif spec in environ:
+            name, value = spec, environ[spec]
+        else:
+            raise UsageError(option, spec, "NAME=VALUE or the name of a variable set in the environment")
+        env[name] = value
+    return env
+
+
+def forwarded_names(environ: Mapping[str, str], extra: Iterable[str]) -> list[str]:
+    names = {n for n in environ if n in FORWARDED_NAMES or n.startswith(FORWARDED_PREFIXES)}
+    return sorted(names | set(extra))
 
 
 def rendezvous_env(hosts: tuple[HostSlots, ...], machine: Machine) -> dict[str, str]:

@@ -1,7 +1,7 @@
 """Entry point of Python ranks: `python -m trainrun.rank [-m module | --payload FILE RESULT | script] ARGS`.
 
 It runs torchrun's ranks and function payloads; other commands under mpirun and Horovod's Gloo
-controller start through trainrun.rank.sh instead. It maps the launcher's variables to the uniform rank
+controller start through the sh entry (trainrun.rank.env) instead. It maps the launcher's variables to the uniform rank
 environment, runs the program in this interpreter, and on failure leaves `rank-N.json` in
 $TRAINRUN_STATUS_DIR so the launcher can name the rank and its exit code. Imports stay minimal:
 this runs once per rank on every launch.

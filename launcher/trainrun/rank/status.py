@@ -2,7 +2,7 @@
 launcher names the first rank that failed and its exit code. This module is its one writer and reader,
 and holds the one rule that turns a process's end into an exit code.
 
-Every rank entry records through it: trainrun.rank.entry in-process, the sh entry (trainrun.rank.sh)
+Every rank entry records through it: trainrun.rank.entry in-process, the sh entry (trainrun.rank.env)
 through `python -m trainrun.rank.status RANK CODE` on failure, and the Spark driver for a barrier task.
 """
 from __future__ import annotations

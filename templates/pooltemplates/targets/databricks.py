@@ -4,8 +4,7 @@ from __future__ import annotations
 import json
 
 from ..errors import Problem, TemplateError
-from ..schema import (EXECUTOR_ENV_PREFIX, EXECUTOR_GPU_AMOUNT, EXECUTOR_GPU_DISCOVERY_SCRIPT,
-                      PoolTemplate)
+from ..schema import EXECUTOR_ENV_PREFIX, EXECUTOR_GPU_AMOUNT, EXECUTOR_GPU_DISCOVERY_SCRIPT, PoolTemplate
 
 # Azure sizes: one executor per worker node, so the node carries the executor's GPUs.
 NODE_TYPE_BY_GPUS = {

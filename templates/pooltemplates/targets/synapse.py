@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import json
 
-from ..schema import (EXECUTOR_GPU_AMOUNT, EXECUTOR_GPU_DISCOVERY_SCRIPT, TASK_GPU_AMOUNT,
-                      PoolTemplate)
+from ..schema import EXECUTOR_GPU_AMOUNT, EXECUTOR_GPU_DISCOVERY_SCRIPT, TASK_GPU_AMOUNT, PoolTemplate
 
 # These conf keys are the cell's top-level fields instead.
 SIZING_KEYS = ("spark.driver.memory", "spark.driver.cores", "spark.executor.memory",

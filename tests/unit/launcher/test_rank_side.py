@@ -12,8 +12,7 @@ from trainrun.rank import entry
 from trainrun.rank.status import STATUS_DIR
 from trainrun.machine import detect_mpi_flavor
 from trainrun.program import Program, program_from_command, program_from_script_args
-from trainrun.rank.sh import shell_rank_argv
-from trainrun.rank.env import SOURCES, launcher_rank_env
+from trainrun.rank.env import SOURCES, launcher_rank_env, shell_rank_argv
 from trainrun.rank.status import RankFailure, first_failure
 
 

@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 from pooltemplates import package_file
-from pooltemplates.resources import DISCOVERY_SCRIPT
+from pooltemplates.loading import DISCOVERY_SCRIPT
 
 
 def discover(env: dict[str, str]) -> dict:
