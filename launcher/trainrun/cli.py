@@ -2,16 +2,28 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+import time
 from typing import Sequence
 
+from . import __version__
 from .backends import plan_job
-from .errors import TrainrunError, UsageError
+from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import Plan
 from .program import program_from_command, program_from_script_args
-from .validate import key_value, parse_hosts
+from .validate import key_value, parse_hostfile, parse_hosts
+
+EXAMPLES = """examples:
+  trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
+  trainrun mpi --gloo -np 2 python train.py               # Horovod's Gloo controller
+  trainrun torch --nproc-per-node 2 train.py --lr 0.1     # torch.distributed.run
+  trainrun spark --num-processes 2 --template local-pool train.py   # a Spark barrier stage
+  trainrun mpi -np 2 --dry-run --json python train.py     # the plan, nothing started
+  trainrun doctor                                         # preflight checks
+"""
 
 
 def positive(text: str) -> int:
@@ -36,74 +48,134 @@ def seconds(text: str) -> float:
     return value
 
 
-def _common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--dry-run", action="store_true", help="print the plan and start nothing")
+def nproc(text: str) -> int | str:
+    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
+    return text if text in ("auto", "gpu", "cpu") else positive(text)
+
+
+def nnodes(text: str) -> tuple[int, int | None]:
+    """N, or MIN:MAX for an elastic job."""
+    low, sep, high = text.partition(":")
+    try:
+        return positive(low), positive(high) if sep else None
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
+
+
+def _option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **kwargs) -> None:
+    """An option under its names and, as torchrun accepts, their underscore spellings (--nproc_per_node)."""
+    spellings = [*names, *("--" + name[2:].replace("-", "_") for name in names if name.startswith("--") and "-" in name[2:])]
+    parser.add_argument(*spellings, **kwargs)
+
+
+def _common(parser: argparse.ArgumentParser, launcher: str) -> None:
+    _option(parser, "--dry-run", action="store_true", help="print the plan (argv, env, Spark conf) and start nothing")
     parser.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
-    parser.add_argument("--timeout", type=seconds, metavar="SECONDS", help="stop the whole job after this long")
+    parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
+                        help="stop the whole job after SECONDS and exit 124")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the plan before starting the job")
+    _option(parser, "--no-tag-output", dest="tag_output", action="store_false",
+            help="do not prefix each output line with its rank (the default with more than one rank)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM ...",
+                        help=f"what every rank runs, with its arguments (a `--` before it is optional); {launcher}")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="trainrun", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="trainrun", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="One launcher over mpirun (Horovod), torch.distributed.run and Spark barrier jobs. "
+                    "Every rank sees RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
+        epilog=EXAMPLES)
+    parser.add_argument("--version", action="version", version=f"trainrun {__version__}")
     sub = parser.add_subparsers(dest="backend", required=True, metavar="{mpi,torch,spark,doctor}")
 
-    mpi = sub.add_parser("mpi", usage="trainrun mpi -np N [-H host:slots,...] [-x VAR ...] [--gloo] -- CMD ...",
-                         help="mpirun (Open MPI or MPICH) as horovodrun builds it, or Horovod's Gloo controller")
-    mpi.add_argument("-np", "--num-processes", dest="np", type=positive, required=True)
-    mpi.add_argument("-H", "--hosts", dest="hosts", help="host:slots,... (default localhost:NP)")
+    mpi = sub.add_parser("mpi", usage="trainrun mpi -np N [-H host:slots,... | --hostfile FILE] [-x VAR[=VALUE]] "
+                         "[--gloo] PROGRAM ...",
+                         help="mpirun (Open MPI or MPICH) as horovodrun builds it, or Horovod's Gloo controller",
+                         description="Starts N ranks with mpirun the way horovodrun does (or horovodrun --gloo).")
+    _option(mpi, "-np", "--num-processes", "--num-proc", dest="np", type=positive, required=True, metavar="N",
+            help="the number of ranks")
+    hosts = mpi.add_mutually_exclusive_group()
+    hosts.add_argument("-H", "--hosts", dest="hosts", metavar="HOST:SLOTS,...",
+                       help="where ranks run, as mpirun -H and horovodrun -H (default localhost:N)")
+    hosts.add_argument("--hostfile", metavar="FILE", help="a hostfile of `HOST slots=N` lines, as horovodrun's")
     mpi.add_argument("-x", dest="env", action="append", default=[], metavar="VAR[=VALUE]",
                      help="forward VAR (or set it) on every rank; repeatable")
     mpi.add_argument("--gloo", action="store_true", help="run through horovodrun --gloo instead of MPI")
-    _common(mpi)
+    _option(mpi, "--network-interface", metavar="IFACE",
+            help="the interface for MPI, NCCL and Gloo traffic (sets NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)")
+    _option(mpi, "--output-filename", metavar="DIR", help="also write each rank's output to files under DIR")
+    _option(mpi, "--mpi-args", default="", metavar="'ARGS'",
+            help="extra arguments for mpirun (or horovodrun with --gloo), split as a shell would")
+    _common(mpi, "`python train.py`, `python -m pkg.train` or any command, as mpirun takes it")
 
-    torch = sub.add_parser("torch", usage="trainrun torch --nproc-per-node N [...] -- script.py ARGS | -m module ARGS",
-                           help="torch.distributed.run")
-    torch.add_argument("--nproc-per-node", type=positive, required=True)
-    torch.add_argument("--nnodes", type=positive, default=1)
-    torch.add_argument("--node-rank", type=non_negative, default=0)
-    torch.add_argument("--master-addr")
-    torch.add_argument("--master-port", type=positive)
-    torch.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="c10d rendezvous instead of a static one")
-    torch.add_argument("--rdzv-id")
-    _common(torch)
+    torch = sub.add_parser("torch", usage="trainrun torch --nproc-per-node N|auto|gpu|cpu [...] "
+                           "[python] script.py ARGS | -m module ARGS",
+                           help="torch.distributed.run (torchrun)",
+                           description="Starts ranks with torch.distributed.run; takes torchrun's options.")
+    _option(torch, "--nproc-per-node", type=nproc, default=1, metavar="N|auto|gpu|cpu",
+            help="ranks on this node: a count, gpu (one per GPU), cpu (one per core), auto (gpu if any, else cpu)")
+    _option(torch, "--nnodes", type=nnodes, default=(1, None), metavar="N|MIN:MAX",
+            help="nodes (MIN:MAX for an elastic job, with --rdzv-endpoint)")
+    _option(torch, "--node-rank", type=non_negative, default=0, help="this node's rank (static rendezvous)")
+    _option(torch, "--master-addr", help="address of node 0 (static rendezvous; default 127.0.0.1)")
+    _option(torch, "--master-port", type=positive, help="port on node 0 (default: a free port on one node, else 29500)")
+    _option(torch, "--rdzv-endpoint", metavar="HOST:PORT", help="c10d rendezvous instead of a static one")
+    _option(torch, "--rdzv-id", help="the job id of a c10d rendezvous (default trainrun)")
+    torch.add_argument("--standalone", action="store_true",
+                       help="a single-node job on a local rendezvous (what trainrun does without --nnodes)")
+    _option(torch, "--max-restarts", type=non_negative, default=0, help="restart the ranks up to N times on failure")
+    _option(torch, "--log-dir", metavar="DIR", help="torchrun's log directory")
+    _option(torch, "--local-ranks-filter", metavar="RANKS", help="show only these local ranks' output, e.g. 0 or 0,1")
+    torch.add_argument("-m", "--module", action="store_true", help="run PROGRAM as a module, as python -m")
+    _option(torch, "--torchrun-args", default="", metavar="'ARGS'",
+            help="extra arguments for torch.distributed.run, split as a shell would")
+    _common(torch, "a script (`python` before it is accepted) or -m module, as torchrun takes it")
 
     spark = sub.add_parser("spark", usage="trainrun spark --num-processes N [--master URL] [--template NAME] "
-                           "[--use-gpu|--no-gpu] [--local-mode] -- script.py ARGS",
-                           help="a Spark barrier stage, one task per process")
-    spark.add_argument("--num-processes", type=positive, required=True)
+                           "[--use-gpu|--no-gpu] [--local-mode] script.py ARGS",
+                           help="a Spark barrier stage, one task per process (as TorchDistributor)",
+                           description="Runs one Spark barrier stage with a task per rank.")
+    _option(spark, "--num-processes", "-np", type=positive, required=True, metavar="N", help="the number of ranks")
     spark.add_argument("--master", help="Spark master URL (default: the template's, else local[N])")
     spark.add_argument("--template", help="cluster template name or file whose Spark conf is applied")
     spark.add_argument("--set", dest="template_set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a template setting, e.g. executor.instances=4")
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     gpu = spark.add_mutually_exclusive_group()
-    gpu.add_argument("--use-gpu", dest="use_gpu", action="store_true", default=None)
-    gpu.add_argument("--no-gpu", dest="use_gpu", action="store_false")
-    spark.add_argument("--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
+    _option(gpu, "--use-gpu", dest="use_gpu", action="store_true", default=None,
+            help="one GPU per rank (needs spark.task.resource.gpu.amount; default: when the conf gives tasks GPUs)")
+    _option(gpu, "--no-gpu", dest="use_gpu", action="store_false", help="run without GPUs")
+    _option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
     spark.add_argument("--framework", choices=("torch", "horovod"), default="torch",
                        help="torch: torchrun in each task; horovod: Horovod ranks")
-    _common(spark)
+    _common(spark, "a Python script or -m module")
 
-    doctor = sub.add_parser("doctor", help="preflight checks before training")
-    doctor.add_argument("--json", action="store_true")
+    doctor = sub.add_parser("doctor", help="preflight checks before training",
+                            description="Checks versions, GPU driver, NCCL hints and /dev/shm; exits 1 on a blocker.")
+    doctor.add_argument("--json", action="store_true", help="the facts and checks as JSON")
     return parser
 
 
-def split_command(argv: Sequence[str]) -> tuple[list[str], list[str]]:
-    if "--" not in argv:
-        return list(argv), []
-    cut = list(argv).index("--")
-    return list(argv[:cut]), list(argv[cut + 1:])
-
-
-def job_from_args(args: argparse.Namespace, command: list[str]) -> MpiJob | TorchJob | SparkJob:
+def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
+    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
-        raise UsageError("command", "", f"the command after `--`, e.g. trainrun {args.backend} ... -- train.py")
+        raise UsageError("command", "", f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
     if args.backend == "mpi":
-        hosts = parse_hosts("-H", args.hosts) if args.hosts else ()
-        return MpiJob(args.np, program_from_command("command", command), hosts, tuple(args.env), args.gloo)
+        hosts = (parse_hosts("-H", args.hosts) if args.hosts else
+                 parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
+        return MpiJob(args.np, program_from_command("command", command), hosts, tuple(args.env), args.gloo,
+                      args.tag_output, args.network_interface, args.output_filename,
+                      tuple(shlex.split(args.mpi_args)))
     if args.backend == "torch":
-        return TorchJob(args.nproc_per_node, program_from_script_args("command", command), args.nnodes,
-                        args.node_rank, args.master_addr, args.master_port, args.rdzv_endpoint, args.rdzv_id)
+        if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
+            raise UsageError("--standalone", True, "a single-node job: without --nnodes > 1, --master-addr or "
+                                                   "--rdzv-endpoint")
+        program = program_from_script_args("command", ["-m", *command] if args.module else command)
+        return TorchJob(args.nproc_per_node, program, args.nnodes[0], args.node_rank, args.master_addr,
+                        args.master_port, args.rdzv_endpoint, args.rdzv_id, args.nnodes[1], args.max_restarts,
+                        args.tag_output, args.log_dir, args.local_ranks_filter, tuple(shlex.split(args.torchrun_args)))
     conf = tuple(key_value("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,
@@ -111,9 +183,8 @@ def job_from_args(args: argparse.Namespace, command: list[str]) -> MpiJob | Torc
 
 
 def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:
-    options, command = split_command(argv)
-    args = build_parser().parse_args(options)
-    job = job_from_args(args, command)
+    args = build_parser().parse_args(argv)
+    job = job_from_args(args)
     return plan_job(job, machine or detect_machine(args.backend)), args
 
 
@@ -130,13 +201,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             sys.stdout.write(plan.to_json() if args.json else plan.to_text())
             return 0
+        if args.verbose:
+            sys.stderr.write(plan.to_text())
         from .runner import run_plan
 
-        run_plan(plan, timeout=args.timeout)
+        started = time.monotonic()
+        try:
+            run_plan(plan, timeout=args.timeout)
+        except JobFailed as err:
+            print(f"trainrun: {err} ({_summary(plan, time.monotonic() - started)})", file=sys.stderr)
+            return err.exit_code
+        print(f"trainrun: {_summary(plan, time.monotonic() - started)}, exit code 0", file=sys.stderr)
         return 0
     except TrainrunError as err:
         print(f"trainrun: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def _summary(plan: Plan, seconds: float) -> str:
+    return f"{plan.ranks} rank{'s' if plan.ranks != 1 else ''} of {plan.backend}, {seconds:.1f} s"
 
 
 if __name__ == "__main__":

@@ -14,11 +14,15 @@ class MpiJob:
     hosts: tuple[HostSlots, ...] = ()
     env: tuple[str, ...] = ()  # -x NAME or -x NAME=VALUE
     gloo: bool = False  # Horovod's Gloo controller (horovodrun --gloo) instead of mpirun
+    tag_output: bool = True  # prefix each line with its rank (when there is more than one)
+    network_interface: str | None = None  # the one interface MPI, NCCL and Gloo traffic uses
+    output_filename: str | None = None  # a directory for each rank's output files (Open MPI)
+    launcher_args: tuple[str, ...] = ()  # passed to mpirun (or horovodrun) as given
 
 
 @dataclass(frozen=True)
 class TorchJob:
-    nproc_per_node: int
+    nproc_per_node: int | str  # a count, or torchrun's "auto", "gpu" or "cpu"
     program: Program
     nnodes: int = 1
     node_rank: int = 0
@@ -26,6 +30,12 @@ class TorchJob:
     master_port: int | None = None
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
+    max_nnodes: int | None = None  # elastic: --nnodes MIN:MAX
+    max_restarts: int = 0
+    tag_output: bool = True
+    log_dir: str | None = None
+    local_ranks_filter: str | None = None
+    launcher_args: tuple[str, ...] = ()  # passed to torchrun as given
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def detect_machine(backend: str) -> Machine:
         has_java=backend == "spark" and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))),
         horovodrun=shutil.which("horovodrun"),
         spark_home=_spark_home() if backend == "spark" else None,
-        gpu_count=gpu_count() if backend == "spark" else 0,
+        gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
     )
 
 

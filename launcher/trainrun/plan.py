@@ -4,6 +4,10 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .machine import Machine
 
 
 @dataclass(frozen=True)
@@ -12,18 +16,27 @@ class Plan:
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)
+    ranks: int = 1  # the processes the job starts (the most, for an elastic job)
 
     def to_dict(self) -> dict:
-        return {"backend": self.backend, "argv": list(self.argv), "env": dict(sorted(self.env.items())),
-                "spark_conf": dict(sorted(self.spark_conf.items()))}
+        return {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
+                "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items()))}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
     def to_text(self) -> str:
-        lines = [f"backend: {self.backend}", f"argv: {shlex.join(self.argv)}", "env:"]
+        lines = [f"backend: {self.backend}", f"ranks: {self.ranks}", f"argv: {shlex.join(self.argv)}", "env:"]
         lines += [f"  {k}={v}" for k, v in sorted(self.env.items())] or ["  (none)"]
         if self.spark_conf:
             lines.append("spark conf:")
             lines += [f"  {k}={v}" for k, v in sorted(self.spark_conf.items())]
         return "\n".join(lines) + "\n"
+
+
+def thread_env(machine: "Machine", local_ranks: int) -> dict[str, str]:
+    """OMP_NUM_THREADS for each of `local_ranks` ranks on this machine: its share of the cores, unless the user
+    set it (torchrun sets 1; ranks that share cores evenly lose nothing to oversubscribed thread pools)."""
+    if "OMP_NUM_THREADS" in machine.environ:
+        return {}
+    return {"OMP_NUM_THREADS": str(max(1, machine.cpu_count // max(1, local_ranks)))}

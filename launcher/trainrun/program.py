@@ -36,7 +36,10 @@ class Program:
 
 
 def program_from_script_args(option: str, tokens: Sequence[str]) -> Program:
-    """`script.py ARGS` or `-m module ARGS`, as torchrun takes them."""
+    """`script.py ARGS` or `-m module ARGS`, as torchrun takes them; a `python` in front is accepted (the
+    ranks run under this launcher's Python)."""
+    if len(tokens) > 1 and _PYTHON.match(os.path.basename(tokens[0])):
+        tokens = tokens[1:]
     if not tokens:
         raise UsageError(option, "", "a script and its arguments after `--`, or `-m module ARGS`")
     if tokens[0] == "-m":

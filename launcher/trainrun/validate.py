@@ -57,6 +57,24 @@ def parse_hosts(option: str, value: str) -> tuple[HostSlots, ...]:
     return tuple(hosts)
 
 
+def parse_hostfile(option: str, path: str) -> tuple[HostSlots, ...]:
+    """horovodrun's and Open MPI's hostfile: one `HOST slots=N` (or `HOST`) a line; # starts a comment."""
+    try:
+        with open(path) as f:
+            lines = [line.split("#", 1)[0].split() for line in f]
+    except OSError as err:
+        raise UsageError(option, path, f"a readable hostfile ({err.strerror})") from None
+    entries = []
+    for words in filter(None, lines):
+        slots = [word.partition("=")[2] for word in words[1:] if word.startswith("slots=")]
+        if len(words) > 2 or (len(words) == 2 and not slots):
+            raise UsageError(option, " ".join(words), "lines of HOST or HOST slots=N")
+        entries.append(f"{words[0]}:{slots[0]}" if slots else words[0])
+    if not entries:
+        raise UsageError(option, path, "a hostfile that lists at least one host")
+    return parse_hosts(option, ",".join(entries))
+
+
 def check_capacity(option: str, num_processes: int, hosts: tuple[HostSlots, ...]) -> None:
     total = sum(h.slots for h in hosts)
     if num_processes > total:

@@ -7,12 +7,14 @@ from typing import Iterable, Mapping
 from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
-from ..plan import Plan
+from ..plan import Plan, thread_env
 from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, positive_int
 
 # What reaches every rank on every host besides the job's own -x variables.
 FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV")
 FORWARDED_PREFIXES = ("NCCL_", "HOROVOD_", "CUDA_", "GLOO_", "TORCH_", "OMP_")
+# Set to the interface of --network-interface: NCCL, Gloo (torch.distributed) and Horovod's Gloo controller.
+INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
 INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
 INSTALL_HOROVOD = "pip install horovod built with Gloo (HOROVOD_WITH_GLOO=1), or use a trainstack image"
 
@@ -43,11 +45,24 @@ def rendezvous_env(hosts: tuple[HostSlots, ...], machine: Machine) -> dict[str, 
 
 
 def hosts_and_env(job: MpiJob, machine: Machine) -> tuple[tuple[HostSlots, ...], dict[str, str]]:
-    """The job's hosts (this one by default), checked against -np, and the env every rank gets."""
+    """The job's hosts (this one by default), checked against -np, and the env every rank gets: the
+    rendezvous, per-rank thread defaults, the network interface, then the job's own -x variables."""
     positive_int("-np", job.num_processes)
     hosts = job.hosts or (HostSlots("localhost", job.num_processes),)
     check_capacity("-np", job.num_processes, hosts)
-    return hosts, {**rendezvous_env(hosts, machine), **user_env("-x", job.env, machine.environ)}
+    env = {**rendezvous_env(hosts, machine), **thread_env(machine, max(host.slots for host in hosts))}
+    if job.network_interface:
+        env.update({name: job.network_interface for name in INTERFACE_VARIABLES})
+    return hosts, {**env, **user_env("-x", job.env, machine.environ)}
+
+
+def openmpi_binding(hosts: tuple[HostSlots, ...], machine: Machine) -> list[str]:
+    """Each rank on cores of its own where this host runs every rank and has a core for each, as plain
+    mpirun binds (`PE` cores per rank, the threads thread_env gives it); elsewhere no binding, as horovodrun."""
+    ranks = hosts[0].slots
+    if len(hosts) == 1 and hosts[0].name in LOCAL_NAMES and ranks <= machine.cpu_count:
+        return ["-map-by", f"slot:PE={machine.cpu_count // ranks}", "-bind-to", "core"]
+    return ["-bind-to", "none", "-map-by", "slot"]
 
 
 class MpiPlanner:
@@ -57,20 +72,35 @@ class MpiPlanner:
         hosts, env = hosts_and_env(job, machine)
         names = forwarded_names(machine.environ, env)
         host_list = ",".join(map(str, hosts))
+        tag = job.tag_output and job.num_processes > 1
         if machine.mpi_flavor == "openmpi":
             argv = ["mpirun"]
             if machine.is_root:
                 argv.append("--allow-run-as-root")
             if max(h.slots for h in hosts) > machine.cpu_count:
                 argv.append("--oversubscribe")
-            argv += ["-np", str(job.num_processes), "-H", host_list,
-                     "-bind-to", "none", "-map-by", "slot", "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+            argv += ["-np", str(job.num_processes), "-H", host_list, *openmpi_binding(hosts, machine),
+                     "-mca", "pml", "ob1", "-mca", "btl", "^openib"]
+            if job.network_interface:
+                argv += ["-mca", "btl_tcp_if_include", job.network_interface,
+                         "-mca", "oob_tcp_if_include", job.network_interface]
+            if tag:
+                argv.append("--tag-output")
+            if job.output_filename:
+                argv += ["--output-filename", job.output_filename]
             for name in names:
                 argv += ["-x", name]
         else:
+            if job.output_filename:
+                raise UsageError("--output-filename", job.output_filename, "Open MPI's mpirun (MPICH has no such option)")
             argv = ["mpirun", "-np", str(job.num_processes), "-hosts", host_list,
                     "-bind-to", "none", "-map-by", "slot", "-genvlist", ",".join(names)]
-        return Plan(f"mpi ({machine.mpi_flavor})", argv + job.program.rank_argv(machine.python), env)
+            if job.network_interface:
+                argv += ["-iface", job.network_interface]
+            if tag:
+                argv.append("-prepend-rank")
+        argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
+        return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes)
 
 
 class HorovodGlooPlanner:
@@ -79,4 +109,10 @@ class HorovodGlooPlanner:
             raise MissingBackend("horovodrun", INSTALL_HOROVOD)
         hosts, env = hosts_and_env(job, machine)
         argv = [machine.horovodrun, "--gloo", "-np", str(job.num_processes), "-H", ",".join(map(str, hosts))]
-        return Plan("horovod-gloo", argv + job.program.rank_argv(machine.python), env)
+        if job.network_interface:
+            argv += ["--network-interface", job.network_interface]
+        if job.output_filename:
+            argv += ["--output-filename", job.output_filename]
+        # horovodrun prefixes every line with its rank ([0]<stdout>:) itself.
+        argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
+        return Plan("horovod-gloo", argv, env, ranks=job.num_processes)

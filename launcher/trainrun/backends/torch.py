@@ -4,18 +4,43 @@ from __future__ import annotations
 from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
 from ..machine import Machine
-from ..plan import Plan
+from ..plan import Plan, thread_env
 from ..validate import host_port, port, positive_int
 
 INSTALL_TORCH = "pip install torch"
 TORCHRUN_DEFAULT_PORT = 29500
 
 
+NPROC_WORDS = ("auto", "gpu", "cpu")
+
+
+def processes_per_node(job: TorchJob, machine: Machine) -> int:
+    """--nproc-per-node as a count; torchrun's words: gpu (this host's GPUs), cpu (its cores), auto (GPUs if any)."""
+    value = job.nproc_per_node
+    if isinstance(value, int) and not isinstance(value, bool):
+        return positive_int("--nproc-per-node", value)
+    if value == "gpu" or (value == "auto" and machine.gpu_count):
+        if not machine.gpu_count:
+            raise UsageError("--nproc-per-node", value, "a number, cpu or auto on a host without GPUs")
+        return machine.gpu_count
+    if value in ("cpu", "auto"):
+        return machine.cpu_count
+    raise UsageError("--nproc-per-node", value, "a number >= 1, auto, gpu or cpu")
+
+
 def validate_torch_job(job: TorchJob) -> None:
-    positive_int("--nproc-per-node", job.nproc_per_node)
     positive_int("--nnodes", job.nnodes)
+    if job.max_nnodes is not None:
+        positive_int("--nnodes", job.max_nnodes)
+        if job.max_nnodes < job.nnodes:
+            raise UsageError("--nnodes", f"{job.nnodes}:{job.max_nnodes}", "MIN:MAX with MIN <= MAX")
+        if job.rdzv_endpoint is None:
+            raise UsageError("--nnodes", f"{job.nnodes}:{job.max_nnodes}",
+                             "an elastic MIN:MAX range together with --rdzv-endpoint")
     if not 0 <= job.node_rank < job.nnodes:
         raise UsageError("--node-rank", job.node_rank, f"0 <= rank < --nnodes ({job.nnodes})")
+    if job.max_restarts < 0:
+        raise UsageError("--max-restarts", job.max_restarts, "an integer >= 0")
     if job.program.kind == "exec":
         raise UsageError("command", job.program.target, "a Python script or -m module")
     if job.rdzv_endpoint is not None:
@@ -33,8 +58,9 @@ class TorchPlanner:
         if not machine.has_torch:
             raise MissingBackend("torch", INSTALL_TORCH)
         validate_torch_job(job)
-        argv = [machine.python, "-m", "torch.distributed.run",
-                "--nnodes", str(job.nnodes), "--nproc-per-node", str(job.nproc_per_node)]
+        nproc = processes_per_node(job, machine)
+        nnodes = f"{job.nnodes}:{job.max_nnodes}" if job.max_nnodes is not None else str(job.nnodes)
+        argv = [machine.python, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
         if job.rdzv_endpoint is not None:
             argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", job.rdzv_endpoint,
                      "--rdzv-id", job.rdzv_id or "trainrun"]
@@ -44,5 +70,13 @@ class TorchPlanner:
             argv += ["--node-rank", str(job.node_rank),
                      "--master-addr", job.master_addr or "127.0.0.1",
                      "--master-port", str(job.master_port or default_port)]
-        argv += ["-m", "trainrun.rank", *job.program.rank_args()]
-        return Plan("torch", argv, {})
+        if job.max_restarts:
+            argv += ["--max-restarts", str(job.max_restarts)]
+        if job.tag_output and nproc * (job.max_nnodes or job.nnodes) > 1:
+            argv += ["--tee", "3"]  # each line on the console prefixed with its local rank, [default0]:
+        if job.log_dir:
+            argv += ["--log-dir", job.log_dir]
+        if job.local_ranks_filter:
+            argv += ["--local-ranks-filter", job.local_ranks_filter]
+        argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
+        return Plan("torch", argv, thread_env(machine, nproc), ranks=nproc * (job.max_nnodes or job.nnodes))

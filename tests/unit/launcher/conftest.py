@@ -6,6 +6,7 @@ import sys
 import types
 
 import pytest
+
 from trainrun.cli import plan_from_argv
 from trainrun.machine import Machine
 from trainrun.plan import Plan

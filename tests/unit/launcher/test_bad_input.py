@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+
 from trainrun import cli
 from trainrun.errors import MissingBackend, UsageError
 
@@ -22,7 +23,7 @@ USAGE_CASES = {
     "rdzv without port": (["torch", "--nproc-per-node", "2", "--rdzv-endpoint", "n0", "--", "t.py"],
                           "--rdzv-endpoint", "HOST:PORT"),
     "torch option as script": (["torch", "--nproc-per-node", "2", "--", "--lr", "1"], "command", "script path"),
-    "missing command": (["torch", "--nproc-per-node", "2"], "command", "after `--`"),
+    "missing command": (["torch", "--nproc-per-node", "2"], "command", "a program and its arguments"),
     "gpu without task gpus": (["spark", "--num-processes", "2", "--use-gpu", "--", "t.py"], "--use-gpu",
                               "spark.task.resource.gpu.amount"),
     "set without template": (["spark", "--num-processes", "2", "--set", "a=1", "--", "t.py"], "--set",
@@ -74,9 +75,9 @@ def test_template_checked_with_job_shape(plan_for, fake_pooltemplates) -> None:
 
 
 @pytest.mark.parametrize("argv,fragment,code", [
-    (["torch", "--nproc-per-node", "0", "--", "t.py"], "--nproc-per-node: expected an integer >= 1, got '0'", 2),
+    (["torch", "--nproc-per-node", "0", "--", "t.py"], "--nproc-per-node/--nproc_per_node: expected an integer >= 1, got '0'", 2),
     (["torch", "--nproc-per-node", "2", "--timeout", "-1", "--", "t.py"], "--timeout: expected a number", 2),
-    (["mpi", "-np", "x", "--", "python", "t.py"], "-np/--num-processes: expected an integer >= 1, got 'x'", 2),
+    (["mpi", "-np", "x", "--", "python", "t.py"], "-np/--num-processes/--num-proc/--num_processes/--num_proc: expected an integer >= 1, got 'x'", 2),
 ])
 def test_cli_option_type_errors_exit_2(argv, fragment, code, capsys) -> None:
     with pytest.raises(SystemExit) as exit_info:
@@ -102,4 +103,51 @@ def test_dry_run_prints_and_starts_nothing(capsys, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("dry run started the job"))
     assert cli.main(["torch", "--nproc-per-node", "2", "--dry-run", "--", "t.py"]) == 0
-    assert capsys.readouterr().out.startswith("backend: torch\nargv: /usr/bin/python3 -m torch.distributed.run")
+    assert capsys.readouterr().out.startswith("backend: torch\nranks: 2\nargv: /usr/bin/python3 -m torch.distributed.run")
+
+
+def test_hostfile_lines_become_hosts(tmp_path, plan_for) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text("# two nodes\nnode0 slots=2\nnode1 slots=2  # the second\n")
+    plan = plan_for(["mpi", "-np", "4", "--hostfile", str(hostfile), "python", "t.py"])
+    assert plan.argv[plan.argv.index("-H") + 1] == "node0:2,node1:2"
+
+
+@pytest.mark.parametrize("text", ["node0 cores=2\n", "node0 slots=2 extra\n", "# only a comment\n"])
+def test_malformed_hostfile_names_the_line(tmp_path, plan_for, text: str) -> None:
+    hostfile = tmp_path / "hosts"
+    hostfile.write_text(text)
+    with pytest.raises(UsageError, match="^--hostfile = "):
+        plan_for(["mpi", "-np", "2", "--hostfile", str(hostfile), "python", "t.py"])
+
+
+@pytest.mark.parametrize("argv,valid", [
+    (["torch", "--nproc-per-node", "gpu", "t.py"], "a number, cpu or auto on a host without GPUs"),
+    (["torch", "--standalone", "--nnodes", "2", "--master-addr", "n0", "t.py"], "a single-node job"),
+    (["torch", "--nnodes", "1:4", "t.py"], "together with --rdzv-endpoint"),
+    (["torch", "--nnodes", "4:2", "--rdzv-endpoint", "n0:1", "t.py"], "MIN:MAX with MIN <= MAX"),
+    (["mpi", "--gloo", "-np", "2", "--no-tag-output", "--output-filename", "/o", "python", "t.py"], None),
+])
+def test_torchrun_and_horovodrun_options_are_checked(plan_for, argv, valid) -> None:
+    if valid is None:
+        plan_for(argv)
+        return
+    with pytest.raises(UsageError) as err:
+        plan_for(argv)
+    assert valid in str(err.value)
+
+
+def test_mpich_has_no_output_filename(plan_for) -> None:
+    with pytest.raises(UsageError, match="Open MPI"):
+        plan_for(["mpi", "-np", "2", "--output-filename", "/o", "python", "t.py"], mpi_flavor="mpich")
+
+
+def test_version_and_help_speak_to_users(capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["--version"])
+    assert caught.value.code == 0 and capsys.readouterr().out.startswith("trainrun 0.")
+    with pytest.raises(SystemExit):
+        cli.main(["torch", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--nproc-per-node N|auto|gpu|cpu, --nproc_per_node N|auto|gpu|cpu" in text
+    assert "a `--` before it is optional" in text and "auto (gpu if any, else cpu)" in text

@@ -4,6 +4,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
 from trainrun.doctor import Facts, format_checks, run_checks
 from trainrun.machine import default_route_interface
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import pytest
+
 from trainrun import HorovodRunner, UsageError
 
 

@@ -6,6 +6,7 @@ import threading
 
 import cloudpickle
 import pytest
+
 from trainrun import UnpicklableFunction
 from trainrun.payload import pickle_payload
 

@@ -8,12 +8,12 @@ import sys
 
 import cloudpickle
 import pytest
-from trainrun.rank import entry
-from trainrun.rank.status import STATUS_DIR
+
 from trainrun.machine import detect_mpi_flavor
 from trainrun.program import Program, program_from_command, program_from_script_args
+from trainrun.rank import entry
 from trainrun.rank.env import SOURCES, launcher_rank_env, shell_rank_argv
-from trainrun.rank.status import RankFailure, first_failure
+from trainrun.rank.status import STATUS_DIR, RankFailure, first_failure
 
 
 @pytest.mark.parametrize("environ,expected", [

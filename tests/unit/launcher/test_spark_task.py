@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import time
 
-from trainrun.program import Program
 from trainrun.backends.spark.driver import parse_args, program_from_rank_args
 from trainrun.backends.spark.output import OutputClient, OutputServer
 from trainrun.backends.spark.task import (
@@ -13,6 +12,7 @@ from trainrun.backends.spark.task import (
     host_of,
     rank_command,
 )
+from trainrun.program import Program
 
 
 def test_host_of_task_address() -> None:

@@ -81,7 +81,7 @@ class SparkPlanner:
             env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
         if "PYSPARK_PYTHON" not in machine.environ:
             env["PYSPARK_PYTHON"] = machine.python
-        return Plan("spark", argv, env, dict(conf))
+        return Plan("spark", argv, env, dict(conf), ranks=job.num_processes)
 
     def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
         conf = dict(DEFAULT_CONF)
@@ -101,4 +101,4 @@ class SparkPlanner:
             plan = TorchPlanner().plan(TorchJob(job.num_processes, job.program), machine)
         else:
             plan = MpiPlanner().plan(MpiJob(job.num_processes, job.program), machine)
-        return Plan(f"spark local mode: {plan.backend}", plan.argv, plan.env)
+        return Plan(f"spark local mode: {plan.backend}", plan.argv, plan.env, ranks=plan.ranks)

@@ -88,8 +88,9 @@ def rank_command(config: TaskConfig, task_index: int, own_host: str, rendezvous:
         return program.rank_argv(sys.executable), env
     machine = Machine(is_root=os.geteuid() == 0, cpu_count=os.cpu_count() or 1, environ=os.environ,
                       python=sys.executable, free_port=rendezvous.master_port)
+    # The driver prefixes each task's output with its rank already.
     job = TorchJob(1, program, nnodes=config.num_processes, node_rank=task_index,
-                   master_addr=rendezvous.master_addr, master_port=rendezvous.master_port)
+                   master_addr=rendezvous.master_addr, master_port=rendezvous.master_port, tag_output=False)
     return TorchPlanner().plan(job, machine).argv, env
 
 
