@@ -4,8 +4,9 @@ from __future__ import annotations
 import os
 
 import pytest
-import trainrun
 from launch_helpers import MARK, SCRIPTS, leftover_processes, read_reports, requires
+
+import trainrun
 
 pytestmark = pytest.mark.timeout(300)
 

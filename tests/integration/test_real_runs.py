@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 
@@ -49,11 +50,26 @@ def test_spark_local_cluster_gloo_allreduce_across_two_executors(backend_reports
 
 
 @requires(mpirun=True)
-def test_mpi_plain_command_gets_the_rank_environment(tmp_path) -> None:
-    launch = run_trainrun(["mpi", "-np", "2", "--", "sh", "-c", 'echo "rank $RANK/$WORLD_SIZE local $LOCAL_RANK"'],
+def test_mpi_plain_command_gets_the_rank_environment_tagged_by_rank(tmp_path) -> None:
+    launch = run_trainrun(["mpi", "-np", "2", "sh", "-c", 'echo "rank $RANK/$WORLD_SIZE local $LOCAL_RANK"'],
                           trainrun_env(tmp_path))
     assert launch.returncode == 0, launch.stderr[-3000:]
-    assert sorted(launch.stdout.splitlines()) == ["rank 0/2 local 0", "rank 1/2 local 1"]
+    assert [re.sub(r"^\[\d+,(\d)\]<stdout>:", r"\1 ", line) for line in sorted(launch.stdout.splitlines())] == [
+        "0 rank 0/2 local 0", "1 rank 1/2 local 1"]
+    assert re.search(r"^trainrun: 2 ranks of mpi \(openmpi\), [\d.]+ s, exit code 0$", launch.stderr, re.M)
+    untagged = run_trainrun(["mpi", "-np", "2", "--no-tag-output", "--", "sh", "-c", 'echo "rank $RANK"'],
+                            trainrun_env(tmp_path))
+    assert sorted(untagged.stdout.splitlines()) == ["rank 0", "rank 1"]
+
+
+@requires(torch=True)
+def test_torch_output_is_tagged_by_local_rank(tmp_path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text("import os\nprint('hello from', os.environ['RANK'])\n")
+    launch = run_trainrun(["torch", "--nproc_per_node", "2", "python", str(script)], trainrun_env(tmp_path))
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    assert sorted(line for line in launch.stdout.splitlines() if "hello" in line) == [
+        "[default0]:hello from 0", "[default1]:hello from 1"]
 
 
 @pytest.mark.parametrize("backend", [pytest.param(b, marks=m) for b, m in BACKEND_NEEDS.items()])
