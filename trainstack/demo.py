@@ -13,7 +13,7 @@ EXAMPLE = f"{EXAMPLES_DIR}/horovod_torch_mnist.py"
 def train_in_image(image: str, processes: int = 2) -> None:
     """Runs the Horovod + PyTorch example with `trainrun mpi`, streaming its output; raises if it fails."""
     client = docker_client.connect()
-    command = ["trainrun", "mpi", "-np", str(processes), "--", "python", EXAMPLE, "--checkpoint-dir", "/tmp/checkpoints"]
+    command = ["trainrun", "mpi", "-np", str(processes), "python", EXAMPLE, "--checkpoint-dir", "/tmp/checkpoints"]
     print(f"$ docker run --rm --shm-size 1g {image} {' '.join(command)}", file=sys.stderr)
     status, _ = docker_client.run_container(client, {"image": image, "command": command, "shm_size": "1g"},
                                             out=sys.stdout)

@@ -7,6 +7,7 @@ and benchmarks/workflows.py times it.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 from trainstack.identity import EXAMPLES_DIR
@@ -29,15 +30,15 @@ def _example(script: str, *args: str) -> list[str]:
 
 WORKFLOWS = [
     Workflow("horovod-torch-trainrun", "Horovod images, Databricks ML (Horovod + PyTorch)",
-             ["trainrun", "mpi", "-np", "2", "--", "python",
+             ["trainrun", "mpi", "-np", "2", "python",
               *_example("horovod_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
     Workflow("horovod-torch-mpirun", "Horovod images: `mpirun -np 2 python train.py`",
              ["mpirun", "-np", "2", "python", *_example("horovod_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
     Workflow("horovod-keras", "Horovod images, Databricks ML (horovod.tensorflow.keras)",
-             ["trainrun", "mpi", "-np", "2", "--", "python",
+             ["trainrun", "mpi", "-np", "2", "python",
               *_example("horovod_keras_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
     Workflow("ddp-torchrun", "torchrun (`trainrun torch`)",
-             ["trainrun", "torch", "--nproc-per-node", "2", "--",
+             ["trainrun", "torch", "--nproc-per-node", "2",
               *_example("ddp_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
     Workflow("ddp-distributed-launch", "`python -m torch.distributed.launch` (legacy --local-rank argument)",
              ["python", "-m", "torch.distributed.launch", "--nproc-per-node", "2",
@@ -59,10 +60,18 @@ WORKFLOWS = [
 ]
 
 
+# The rank tags launchers put before each line: Open MPI's --tag-output ([1,0]<stdout>:), horovodrun's
+# ([0]<stdout>:), MPICH's -prepend-rank ([0] ), torchrun's --tee ([default0]:) and trainrun spark's ([rank 0] ).
+RANK_TAG = re.compile(r"^(\[\d+(,\d+)?\]<std(out|err)>:|\[\d+\] |\[default\d+\]:|\[rank \d+\] )")
+
+
+def untagged_lines(output: str) -> list[str]:
+    return [RANK_TAG.sub("", line).strip() for line in output.splitlines()]
+
+
 def summary(output: str) -> dict:
     """The last JSON object line the workflow printed."""
-    for line in reversed(output.splitlines()):
-        line = line.strip()
+    for line in reversed(untagged_lines(output)):
         if line.startswith("{") and line.endswith("}"):
             return json.loads(line)
     raise ValueError("the workflow printed no JSON summary line")
@@ -70,4 +79,4 @@ def summary(output: str) -> dict:
 
 def checkpoint_writers(output: str) -> list[str]:
     """The `rank N wrote PATH` lines: who wrote a checkpoint."""
-    return [line.split(" wrote ")[0].strip() for line in output.splitlines() if " wrote " in line and line.strip().startswith("rank ")]
+    return [line.split(" wrote ")[0] for line in untagged_lines(output) if " wrote " in line and line.startswith("rank ")]

@@ -19,7 +19,8 @@ import pytest
 from trainstack import localpool as pool
 from trainstack.localpool.master import read_master_state
 from trainstack.identity import POOL_LABEL
-from trainstack.workflows import EXAMPLES, summary
+from trainstack.identity import EXAMPLES_DIR
+from trainstack.workflows import summary
 
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240
@@ -124,7 +125,7 @@ def test_horovod_spark_run_across_both_workers(docker_client, running_pool):
 
 def test_torch_distributor_trains_on_the_pool(docker_client, running_pool):
     code, output = submit(docker_client, running_pool, [
-        "timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES}/torch_distributor_mnist.py",
+        "timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES_DIR}/torch_distributor_mnist.py",
         "--master", running_pool["master_url"]["network"]])
     assert code == 0, output[-4000:]
     result = summary(output)

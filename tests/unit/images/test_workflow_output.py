@@ -16,3 +16,10 @@ def test_missing_summary_is_an_error():
 def test_checkpoint_writers_lists_ranks():
     assert checkpoint_writers("rank 0 wrote /tmp/c/model.pt\nother line\n") == ["rank 0"]
     assert checkpoint_writers("rank 0 wrote a\nrank 1 wrote a\n") == ["rank 0", "rank 1"]
+
+
+@pytest.mark.parametrize("tag", ["[1,0]<stdout>:", "[0]<stdout>:", "[0] ", "[default0]:", "[rank 0] ", ""])
+def test_rank_tags_of_every_launcher_are_read_through(tag):
+    output = f"{tag}rank 0 wrote /tmp/c/model.pt\n{tag}{{\"ranks\": 2}}\n"
+    assert checkpoint_writers(output) == ["rank 0"]
+    assert summary(output) == {"ranks": 2}
