@@ -30,7 +30,11 @@ def run_container(client: docker.DockerClient, create: dict[str, Any], out: Text
     With `out`, the output is written there as it comes (and not returned). The container is removed
     whatever happens, also when something else removed it first.
     """
-    container = client.containers.create(**{"detach": True, **create})
+    try:
+        container = client.containers.create(**{"detach": True, **create})
+    except docker.errors.ImageNotFound:
+        raise TrainstackError(f"docker: image {create['image']} is not here; build it (`invoke build`, "
+                              "`invoke build --flavor NAME`) or pull it") from None
     try:
         container.start()
         output = ""

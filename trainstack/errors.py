@@ -5,13 +5,27 @@ import functools
 import sys
 from typing import Any, Callable
 
-from pooltemplates import TemplateError
+from pooltemplates import Problem, TemplateError
 
 EXIT_CODE = 2
 
 
 class TrainstackError(Exception):
     """An error the user can fix; its message says what and how. Tasks print it and exit non-zero."""
+
+
+def bad_value(field: str, value: Any, rule: str, valid: str) -> TrainstackError:
+    """Bad input, in the one format of the templates' problems: `field = value: rule (valid: ...)`."""
+    return TrainstackError(str(Problem(field, value, rule, valid)))
+
+
+def whole_number(option: str, text: str | int, minimum: int = 1) -> int:
+    """An invoke option given as text (invoke converts none of them here, so a bad one is our error)."""
+    if isinstance(text, int) or (isinstance(text, str) and text.strip().isdigit()):
+        value = int(text)
+        if value >= minimum:
+            return value
+    raise bad_value(option, text, "is not a whole number", f"a whole number >= {minimum}")
 
 
 def reports_errors(function: Callable[..., Any]) -> Callable[..., Any]:

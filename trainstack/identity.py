@@ -4,6 +4,14 @@ commands and the local pool use. The templates' YAML and trainrun's doctor, whic
 host tooling, spell the two paths they need themselves; unit tests hold them to these."""
 from __future__ import annotations
 
+import re
+
+from trainstack.errors import TrainstackError, bad_value
+
+# Docker's reference grammar (distribution/reference): [HOST[:PORT]/]NAME[/NAME...][:TAG].
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REFERENCE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
+
 LABEL_PREFIX = "io.trainstack"
 FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"
 POOL_LABEL = f"{LABEL_PREFIX}.pool"
@@ -27,3 +35,11 @@ def flavor_image(flavor: str, registry: str | None = None) -> str:
     from trainstack.matrix import load_matrix
 
     return image_reference(load_matrix().image_name, flavor, registry)
+
+
+def check_reference(option: str, value: str) -> str:
+    """`value` if it is a docker image reference NAME[:TAG]; else the error, before any docker call."""
+    if not REFERENCE.fullmatch(value):
+        raise bad_value(option, value, "is not a docker image reference",
+                        "[REGISTRY/]NAME[:TAG] in lower case, e.g. trainstack:cpu or localhost:5000/trainstack:cpu")
+    return value

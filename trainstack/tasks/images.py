@@ -6,12 +6,13 @@ Options that depend on the machine default to environment variables, so one mach
 from __future__ import annotations
 
 import os
+import re
 import sys
 from pathlib import Path
 
 from invoke import task
 
-from trainstack.errors import reports_errors
+from trainstack.errors import bad_value, reports_errors, whole_number
 
 
 def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):
@@ -25,9 +26,18 @@ def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str 
     return matrix, matrix.flavor(flavor or ("gpu" if gpu else "cpu"), overrides)
 
 
+def _index_url(option: str, url: str | None) -> str | None:
+    """pip indexes over https (plain http only on this machine's loopback, e.g. a local mirror)."""
+    if url is not None and not re.fullmatch(r"(https://[^\s\"'\\]+|http://(localhost|127\.0\.0\.1)(:\d+)?(/[^\s\"'\\]*)?)", url):
+        raise bad_value(option, url, "is not an https URL", "https://HOST/PATH (http:// only for localhost)")
+    return url
+
+
 def _sources(ca_bundle, wheelhouse, index_url, extra_index_url):
     from trainstack.build_context import SourceOptions
 
+    index_url = _index_url("--index-url", index_url)
+    extra_index_url = [_index_url("--extra-index-url", url) for url in extra_index_url or []]
     ca_bundle = ca_bundle or os.environ.get("TRAINSTACK_CA_BUNDLE")
     wheelhouse = wheelhouse or os.environ.get("TRAINSTACK_WHEELHOUSE")
     return SourceOptions(
@@ -91,7 +101,10 @@ def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None,
           extra_index_url=None, ca_bundle=None, tag=None, no_cache=False):
     """Build, verify and tag a training image (default: the cpu flavor)."""
     from trainstack.build import build_image
+    from trainstack.identity import check_reference
 
+    for extra_tag in tag or []:
+        check_reference("--tag", extra_tag)
     image_matrix, chosen = _flavor(gpu, flavor, set, base_image)
     built = build_image(chosen, image_matrix.image_name, _sources(ca_bundle, wheelhouse, index_url, extra_index_url),
                         extra_tags=tag, no_cache=no_cache)
@@ -122,12 +135,14 @@ def push(c, registry, gpu=False, flavor=None):
 
 @task(help={"gpu": "use the gpu flavor", "flavor": "any flavor by name", "processes": "Horovod ranks"})
 @reports_errors
-def train(c, gpu=False, flavor=None, processes=2):
+def train(c, gpu=False, flavor=None, processes="2"):
     """Train the example model in a built image with `trainrun mpi` (the main job)."""
     from trainstack.demo import train_in_image
     from trainstack.identity import flavor_image
+    from trainstack.matrix import load_matrix
 
-    train_in_image(flavor_image(flavor or ("gpu" if gpu else "cpu")), int(processes))
+    name = load_matrix().flavor(flavor or ("gpu" if gpu else "cpu")).name
+    train_in_image(flavor_image(name), whole_number("--processes", processes))
 
 
 @task(help={

@@ -8,7 +8,7 @@ from invoke import task
 from invoke.exceptions import Exit
 
 from trainstack import localpool as pool
-from trainstack.errors import reports_errors
+from trainstack.errors import reports_errors, whole_number
 from trainstack.localpool.layout import MASTER_PORT, MASTER_UI_PORT
 
 NAME_HELP = f"pool name, the prefix of its containers and network (default {pool.DEFAULT_POOL})"
@@ -26,10 +26,12 @@ NAME_HELP = f"pool name, the prefix of its containers and network (default {pool
     "timeout": "seconds to wait for every worker to register (default 180)",
 })
 @reports_errors
-def up(c, template="local-pool", workers=2, image=None, gpus="placeholder", name=pool.DEFAULT_POOL,
-       master_port=MASTER_PORT, ui_port=MASTER_UI_PORT, share=None, timeout=180):
+def up(c, template="local-pool", workers="2", image=None, gpus="placeholder", name=pool.DEFAULT_POOL,
+       master_port=str(MASTER_PORT), ui_port=str(MASTER_UI_PORT), share=None, timeout="180"):
     """Start a Spark standalone master and workers in containers; wait until all are ALIVE with their GPUs."""
-    pool.up(template, workers, image, gpus, name, master_port, ui_port, share, timeout)
+    pool.up(template, whole_number("--workers", workers, minimum=0), image, gpus, name,
+            whole_number("--master-port", master_port), whole_number("--ui-port", ui_port), share,
+            whole_number("--timeout", timeout))
     print(pool.status(name))
 
 
