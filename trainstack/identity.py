@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from trainstack.errors import TrainstackError, bad_value
+from trainstack.errors import bad_value
 
 # Docker's reference grammar (distribution/reference): [HOST[:PORT]/]NAME[/NAME...][:TAG].
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

@@ -17,9 +17,8 @@ from pathlib import Path
 import pytest
 
 from trainstack import localpool as pool
+from trainstack.identity import EXAMPLES_DIR, POOL_LABEL
 from trainstack.localpool.master import read_master_state
-from trainstack.identity import POOL_LABEL
-from trainstack.identity import EXAMPLES_DIR
 from trainstack.workflows import summary
 
 UNITS_DIR = Path(__file__).parent / "units"

@@ -1,5 +1,6 @@
 """A local PySpark job: a DataFrame aggregation and an RDD reduction."""
-from pyspark.sql import SparkSession, functions as F
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
 
 spark = SparkSession.builder.master("local[2]").appName("trainstack-image-test").getOrCreate()
 frame = spark.range(1000).withColumn("bucket", F.col("id") % 10)

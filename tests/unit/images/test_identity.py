@@ -1,8 +1,8 @@
 """Image identity: one function makes references, and the in-image paths spelled outside the host tooling
 (the templates' YAML, trainrun's doctor) are the ones it names."""
 import yaml
-from pooltemplates import package_file, packaged_templates
 
+from pooltemplates import package_file, packaged_templates
 from trainrun import doctor
 from trainstack.identity import DISCOVERY_SCRIPT_PATH, MANIFEST_PATH, flavor_image, image_reference
 

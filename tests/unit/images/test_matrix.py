@@ -1,7 +1,6 @@
 import pytest
 
 from pooltemplates import TemplateError
-
 from trainstack.matrix import MatrixError, load_matrix, parse_overrides
 
 

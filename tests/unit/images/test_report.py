@@ -1,5 +1,5 @@
-from trainstack.matrix import REPO_ROOT, load_matrix
 from trainstack.docs import flavor_table, with_generated_tables, workflow_table
+from trainstack.matrix import REPO_ROOT, load_matrix
 from trainstack.workflows import WORKFLOWS
 
 
