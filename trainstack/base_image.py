@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 from trainstack import docker_client
+from trainstack.console import report
 from trainstack.errors import TrainstackError
 
 DEFAULT_BASE_TAG = "trainstack/debian-base:bookworm"
@@ -21,12 +22,18 @@ def make_base_image(tag: str = DEFAULT_BASE_TAG, suite: str = "bookworm", mirror
     client = docker_client.connect()
     with tempfile.TemporaryDirectory(prefix="trainstack-rootfs-") as workdir:
         rootfs = Path(workdir) / "rootfs"
-        result = subprocess.run(
-            ["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
-            capture_output=True, text=True,
-        )
-        if result.returncode != 0:
-            raise TrainstackError(f"base: debootstrap {suite} failed: {result.stdout[-2000:]}{result.stderr[-2000:]}")
+        report(f"base: debootstrap {suite} from {mirror} (a few minutes)")
+        process = subprocess.Popen(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        tail: list[str] = []
+        for line in process.stdout:
+            tail = [*tail[-40:], line]
+            # debootstrap's own progress lines: I: Retrieving..., I: Extracting..., I: Installing...
+            if line.startswith("I: ") and not line.startswith(("I: Retrieving", "I: Validating")):
+                report(f"base: {line.rstrip()}")
+        if process.wait() != 0:
+            raise TrainstackError(f"base: debootstrap {suite} failed:\n{''.join(tail)}")
+        report(f"base: importing the root filesystem as {tag}")
         archive = Path(workdir) / "rootfs.tar"
         with tarfile.open(archive, "w") as tar:
             tar.add(rootfs, arcname=".")

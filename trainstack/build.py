@@ -14,10 +14,10 @@ import docker
 import docker.errors
 
 from trainstack import docker_client
+from trainstack.build_context import SourceOptions, check_sources, write_build_context
 from trainstack.errors import TrainstackError
 from trainstack.manifest import content_tag, manifest_mismatches, parse_constraints, pip_check_problems
 from trainstack.matrix import REPO_ROOT, Flavor
-from trainstack.build_context import SourceOptions, check_sources, write_build_context
 
 BUILD_DIR = REPO_ROOT / "build"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"

@@ -1,13 +1,9 @@
-"""The error type of the host tooling, and the one way every invoke task reports errors."""
+"""The error type of the host tooling and the checks of option values that raise it."""
 from __future__ import annotations
 
-import functools
-import sys
-from typing import Any, Callable
+from typing import Any
 
-from pooltemplates import Problem, TemplateError
-
-EXIT_CODE = 2
+from pooltemplates import Problem
 
 
 class TrainstackError(Exception):
@@ -26,17 +22,3 @@ def whole_number(option: str, text: str | int, minimum: int = 1) -> int:
         if value >= minimum:
             return value
     raise bad_value(option, text, "is not a whole number", f"a whole number >= {minimum}")
-
-
-def reports_errors(function: Callable[..., Any]) -> Callable[..., Any]:
-    """An invoke task's errors (host tooling or template) become `error: MESSAGE` on stderr and exit code 2."""
-
-    @functools.wraps(function)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return function(*args, **kwargs)
-        except (TrainstackError, TemplateError) as exc:
-            print(f"error: {exc}", file=sys.stderr)
-            raise SystemExit(EXIT_CODE) from None
-
-    return wrapper

@@ -6,9 +6,12 @@ import json
 import docker.errors
 
 from trainstack import docker_client
+from trainstack.console import report
 from trainstack.errors import TrainstackError
 from trainstack.identity import MANIFEST_PATH, image_reference
 from trainstack.manifest import content_tag
+
+LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 
 
 def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
@@ -26,8 +29,11 @@ def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
     pushed = []
     for tag in (content_tag(json.loads(text)), flavor):
         image.tag(repository, tag)
+        reference = image_reference(image_name, tag, registry)
         for line in client.api.push(repository, tag=tag, stream=True, decode=True):
             if "error" in line:
-                raise TrainstackError(f"push: {image_reference(image_name, tag, registry)}: {line['error']}")
-        pushed.append(image_reference(image_name, tag, registry))
+                raise TrainstackError(f"push: {reference}: {line['error']}")
+            if line.get("status") in LAYER_DONE:
+                report(f"push {reference}: layer {line.get('id', '?')} {line['status'].lower()}")
+        pushed.append(reference)
     return pushed

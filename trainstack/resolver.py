@@ -22,9 +22,9 @@ from typing import Any, Sequence
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
+from trainstack.build_context import CUDA_WHEEL_PREFIX
 from trainstack.errors import TrainstackError
 from trainstack.matrix import Flavor
-from trainstack.build_context import CUDA_WHEEL_PREFIX
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple"
 # A pinned pip, since resolution differs across versions; older ones (e.g. 23.2) also

@@ -4,13 +4,14 @@ from __future__ import annotations
 import socket
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import docker
 import docker.errors
 from docker.models.containers import Container
 
 from trainrun.machine import pick_free_port
+from trainstack.console import report
 from trainstack.docker_client import connect
 
 from .errors import PoolError
@@ -26,10 +27,10 @@ LOG_LINES_ON_FAILURE = 8
 def up(template: str = "local-pool", workers: int = 2, image: str | None = None, gpus: str = "placeholder",
        name: str = DEFAULT_POOL, master_port: int = MASTER_PORT, ui_port: int = MASTER_UI_PORT,
        share: str | None = None, timeout: float = 180.0,
-       client: docker.DockerClient | None = None) -> dict[str, Any]:
+       client: docker.DockerClient | None = None, progress: Callable[[str], None] = report) -> dict[str, Any]:
     """Start the pool and wait until every worker is ALIVE with its GPUs; returns the plan.
 
-    On any failure (or Ctrl-C) removes everything it created before raising.
+    On any failure (or Ctrl-C) removes everything it created before raising. `progress` gets a line per step.
     """
     plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port)
     share_dir = _share_dir(share)
@@ -44,7 +45,8 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
         client.networks.create(**network_kwargs(plan))
         for spec in (plan["master"], *plan["workers"]):
             client.containers.create(**container_kwargs(plan, spec, share_dir)).start()
-        _wait_until_ready(client, plan, timeout)
+            progress(f"pool {name}: started {spec['name']}")
+        _wait_until_ready(client, plan, timeout, progress)
     except docker.errors.APIError as err:
         _remove(client, name)
         raise _docker_failure(err, plan) from None
@@ -121,19 +123,24 @@ def _check_port_free(option: str, port: int) -> None:
                                        f"a free port, e.g. {pick_free_port('127.0.0.1')}") from None
 
 
-def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout: float) -> None:
+def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout: float,
+                      progress: Callable[[str], None]) -> None:
     workers = len(plan["workers"])
     gpus = min(worker["gpu_amount"] for worker in plan["workers"])
     deadline = time.monotonic() + timeout
-    missing = "the master has not answered"
+    missing, reported = "the master has not answered", None
     while time.monotonic() < deadline:
         _check_running(client, plan["pool"])
         try:
             missing = missing_for_ready(read_master_state(plan["ui_url"]), workers, gpus)
-        except MasterUnreachable as err:
-            missing = f"the master has not answered ({err})"
+        except MasterUnreachable:
+            missing = "the master has not answered yet"
         if missing is None:
+            progress(f"pool {plan['pool']}: {workers} workers ALIVE")
             return
+        if missing != reported:
+            progress(f"pool {plan['pool']}: waiting: {missing}")
+            reported = missing
         time.sleep(1)
     logs = "\n".join(_log_tail(container) for container in pool_containers(client, plan["pool"]))
     raise PoolError(f"pool {plan['pool']!r} not ready after {timeout:.0f}s: {missing}; removed it.\n{logs}")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 from invoke import task
 
-from trainstack.errors import bad_value, reports_errors, whole_number
+from trainstack.console import reports_errors
+from trainstack.errors import bad_value, whole_number
 
 
 def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):

@@ -7,7 +7,7 @@ from invoke import task
 
 from pooltemplates.cli import OVERRIDE_HELP, TARGET_OPTIONS, catalogue, load_checked, render_checked
 from pooltemplates.targets import TARGETS
-from trainstack.errors import reports_errors
+from trainstack.console import reports_errors
 
 NAME_HELP = "a packaged template or a .yaml path"
 
