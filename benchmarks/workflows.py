@@ -1,9 +1,13 @@
-"""Wall time of each user workflow (trainstack/workflows.py) in a built image.
+"""Wall time of each user workflow (trainstack/workflows.py) in a built image, and trainrun against the
+plain launcher users would otherwise type, on the same training.
 
-    python benchmarks/workflows.py [--image trainstack:cpu]
+    python benchmarks/workflows.py [--image trainstack:cpu]             # every workflow once
+    python benchmarks/workflows.py --pairs 10 [--image trainstack:cpu]  # trainrun / plain launcher
 
-Writes benchmarks/results/workflows.json: per workflow the seconds from container start to exit,
-its final loss and accuracy.
+The first writes benchmarks/results/workflows.json: per workflow the seconds from container start to
+exit, its final loss and accuracy. The second runs each pair back to back (plain, trainrun, plain, ...,
+so drifting load hits both alike) and writes benchmarks/results/workflow_pairs.json: per pair the median
+of the per-pair ratios trainrun / plain (target <= 1.03) and the median seconds of each side.
 """
 from __future__ import annotations
 
@@ -11,21 +15,69 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import time
 from datetime import datetime, timezone
 from pathlib import Path
 
 from trainstack import docker_client
+from trainstack.identity import EXAMPLES_DIR
 from trainstack.workflows import WORKFLOWS, summary
 
 RESULTS = Path(__file__).parent / "results" / "workflows.json"
+PAIR_RESULTS = Path(__file__).parent / "results" / "workflow_pairs.json"
+PAIR_TARGET = 1.03
+BY_NAME = {workflow.name: workflow.command for workflow in WORKFLOWS}
+# trainrun's command and its plain twin, training the same example the same way.
+PAIRS = {
+    "horovod-torch (mpirun)": (BY_NAME["horovod-torch-trainrun"], BY_NAME["horovod-torch-mpirun"]),
+    "horovod-keras (mpirun)": (BY_NAME["horovod-keras"],
+                               ["mpirun", "-np", "2", *BY_NAME["horovod-keras"][4:]]),
+    "ddp (torchrun)": (BY_NAME["ddp-torchrun"], ["torchrun", *BY_NAME["ddp-torchrun"][2:]]),
+    "ddp on Spark local[2] (TorchDistributor)": (
+        ["trainrun", "spark", "--num-processes", "2", f"{EXAMPLES_DIR}/ddp_torch_mnist.py", "--lr=0.04",
+         "--checkpoint-dir=/tmp/checkpoints"],
+        BY_NAME["torch-distributor-script"]),
+}
+
+
+def run_pairs(client, image: str, pairs: int) -> None:
+    results = {}
+    for name, (trainrun_command, plain_command) in PAIRS.items():
+        times: dict[str, list[float]] = {"trainrun": [], "plain": []}
+        for _ in range(pairs):
+            for side, command in (("plain", plain_command), ("trainrun", trainrun_command)):
+                started = time.monotonic()
+                status, output = docker_client.run_in_image(client, image, command, timeout=900)
+                if status != 0:
+                    raise SystemExit(f"{name} ({side}) exited {status}:\n{output[-3000:]}")
+                times[side].append(time.monotonic() - started)
+        ratios = [ours / plain for ours, plain in zip(times["trainrun"], times["plain"])]
+        results[name] = {
+            "trainrun": " ".join(trainrun_command), "plain": " ".join(plain_command),
+            "median_ratio": round(statistics.median(ratios), 3),
+            "median_seconds": {side: round(statistics.median(values), 2) for side, values in times.items()},
+            "ratios": [round(ratio, 3) for ratio in ratios],
+            "meets_target": statistics.median(ratios) <= PAIR_TARGET,
+        }
+        print(f"{name}: {results[name]['median_ratio']} {results[name]['median_seconds']}", flush=True)
+    PAIR_RESULTS.write_text(json.dumps({
+        "image": image, "pairs": pairs, "target_ratio": PAIR_TARGET,
+        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "results": results,
+    }, indent=2) + "\n")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", default="trainstack:cpu")
+    parser.add_argument("--pairs", type=int, help="instead: N back-to-back pairs of trainrun and its plain twin")
     args = parser.parse_args()
     client = docker_client.connect()
+    if args.pairs:
+        run_pairs(client, args.image, args.pairs)
+        return
     results = {}
     for workflow in WORKFLOWS:
         started = time.monotonic()
