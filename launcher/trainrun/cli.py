@@ -74,7 +74,7 @@ def _common(parser: argparse.ArgumentParser, launcher: str) -> None:
     parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
                         help="stop the whole job after SECONDS and exit 124")
     parser.add_argument("--verbose", action="store_true",
-                        help="print the plan before starting the job")
+                        help="print the plan before starting the job (spark: Spark's own log lines too)")
     _option(parser, "--no-tag-output", dest="tag_output", action="store_false",
             help="do not prefix each output line with its rank (the default with more than one rank)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM ...",
@@ -179,7 +179,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     conf = tuple(key_value("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,
-                    template_set, conf, args.use_gpu, args.local_mode, args.framework)
+                    template_set, conf, args.use_gpu, args.local_mode, args.framework, args.verbose)
 
 
 def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:

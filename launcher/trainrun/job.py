@@ -49,3 +49,4 @@ class SparkJob:
     use_gpu: bool | None = None  # None: use GPUs when the Spark conf gives tasks GPUs
     local_mode: bool = False
     framework: str = "torch"  # "torch": torchrun in each task; "horovod": Horovod Gloo ranks
+    verbose: bool = False  # Spark's own log lines and warnings too

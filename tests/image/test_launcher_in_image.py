@@ -112,3 +112,12 @@ def test_unpicklable_function_is_one_clear_error_before_any_rank_starts(in_image
         "(a _thread.lock), which cannot be pickled (TypeError: cannot pickle '_thread.lock' object); move the "
         "import or creation of `lock` inside train(), so that each rank makes its own"), output[-3000:]
     assert "above exception" not in output  # one error, not a chain
+
+
+def test_spark_job_prints_ranks_not_spark_start_up_noise(rank_env_reports):
+    output, reports = rank_env_reports("spark")
+    assert sorted(reports) == [0, 1]
+    # The JVM itself still prints "WARNING: Using incubator modules" (Spark 4 loads jdk.incubator.vector).
+    for noise in ("log4j", "Setting default log level", "NativeCodeLoader", " WARN "):
+        assert noise not in output, output[-3000:]
+    assert re.search(r"^trainrun: 2 ranks of spark, [\d.]+ s, exit code 0$", output, re.M), output[-3000:]

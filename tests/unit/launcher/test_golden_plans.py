@@ -51,6 +51,7 @@ CASES = {
                        "--torchrun-args", "--monitor-interval 1", "--", "train.py"], {"gpu_count": 4}),
     "torch_standalone_cpu": (["torch", "--standalone", "--nproc-per-node", "cpu", "--no-tag-output", "train.py"],
                              {}),
+    "spark_verbose": (["spark", "--num-processes", "2", "--verbose", "train.py"], {}),
     "spark_local_mode_torch": (["spark", "--local-mode", "--num-processes", "2", "--", "train.py"], {}),
     "spark_local_mode_horovod_gpu": (["spark", "--local-mode", "--use-gpu", "--framework", "horovod",
                                       "--num-processes", "2", "--", "train_hvd.py"], {"gpu_count": 2}),

@@ -72,6 +72,8 @@ class SparkPlanner:
                 "--use-gpu" if use_gpu else "--no-gpu"]
         for key, value in sorted(conf.items()):
             argv += ["--conf", f"{key}={value}"]
+        if job.verbose:
+            argv.append("--verbose")
         argv += ["--", *job.program.rank_args()]
         env = {}
         if machine.spark_home and "SPARK_HOME" not in machine.environ:

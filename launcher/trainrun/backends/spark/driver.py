@@ -20,6 +20,8 @@ from ...validate import key_value
 from .output import OutputServer, ReportedFailure
 from .task import TaskConfig, run_barrier_task
 
+QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
+
 
 def run_barrier_job(session: Any, num_processes: int, program: Program, framework: str, use_gpu: bool) -> bytes | None:
     """Run the barrier stage; returns rank 0's pickled result for a function payload, else None."""
@@ -64,6 +66,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     gpu.add_argument("--use-gpu", dest="use_gpu", action="store_true")
     gpu.add_argument("--no-gpu", dest="use_gpu", action="store_false")
     parser.add_argument("--conf", action="append", default=[])
+    parser.add_argument("--verbose", action="store_true", help="Spark's own warnings and log lines too")
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
 
 
@@ -88,10 +91,15 @@ def main(argv: Sequence[str]) -> int:
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(args.master).appName("trainrun")
-    for item in args.conf:
-        builder = builder.config(*key_value("--conf", item))
+    conf = dict(key_value("--conf", item) for item in args.conf)
+    if not args.verbose and "spark.driver.extraJavaOptions" not in conf:
+        # Read by spark-submit before the driver JVM starts, so its start-up warnings go too.
+        conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={QUIET_LOG4J2}"
+    for key, value in conf.items():
+        builder = builder.config(key, value)
     session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
+    if not args.verbose:
+        session.sparkContext.setLogLevel("ERROR")
     try:
         result = run_barrier_job(session, args.num_processes, program, args.framework, args.use_gpu)
     except TrainrunError as err:
