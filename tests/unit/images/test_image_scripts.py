@@ -9,6 +9,8 @@ from trainstack.matrix import REPO_ROOT
 SCRIPTS = REPO_ROOT / "images" / "scripts"
 NCCL = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
 CUDART = "/opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13"
+CUDNN = "/opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"
+CUDNN_OPS = "/opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn_ops.so.9"
 
 
 def load_script(name: str):
@@ -57,10 +59,14 @@ def test_loaded_libraries_reads_proc_maps(write_manifest):
         f"7f0000000000-7f0000001000 r--p 00000000 00:2a 123 {NCCL}\n"
         f"7f0000001000-7f0000002000 r-xp 00001000 00:2a 123 {NCCL}\n"
         f"7f0000003000-7f0000004000 r--p 00000000 00:2a 124 {CUDART}\n"
+        f"7f0000004000-7f0000005000 r--p 00000000 00:2a 125 {CUDNN}\n"
+        f"7f0000004000-7f0000005000 r--p 00000000 00:2a 126 {CUDNN_OPS}\n"
         "7f0000005000-7f0000006000 rw-p 00000000 00:00 0 \n"
         "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n"
     )
-    assert write_manifest.loaded_libraries(maps) == {"libnccl": [NCCL], "libcudart": [CUDART]}
+    assert write_manifest.loaded_libraries(maps) == {
+        "libnccl": [NCCL], "libcudart": [CUDART], "libcudnn": [CUDNN], "libcublas": [],
+    }
 
 
 def test_horovod_links_reads_ldd(write_manifest, tmp_path, monkeypatch):
