@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 CUDA_STACK_CHECK = ["python", "/opt/trainstack/bin/check_cuda_stack.py"]
 # Docker keeps these predefined build args out of `docker history`.
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
+# A builder script's one-line explanation; the daemon colours stderr with ANSI escapes.
+SCRIPT_ERROR = re.compile(r"^(?:\x1b\[\d+m)?error: ([^\x1b\n]+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -118,9 +121,9 @@ def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progre
     for chunk in stream:
         if "stream" in chunk:
             progress(chunk["stream"])
-            explanation = next((line for line in chunk["stream"].splitlines() if line.startswith("error: ")), explanation)
+            explanation = next(iter(SCRIPT_ERROR.findall(chunk["stream"])), explanation)
         if "error" in chunk:
-            reason = f"{explanation.removeprefix('error: ')}\n  ({chunk['error'].strip()})" if explanation else chunk["error"].strip()
+            reason = f"{explanation}\n  ({chunk['error'].strip()})" if explanation else chunk["error"].strip()
             raise TrainstackError(f"build: {reason}")
         if "aux" in chunk and "ID" in chunk["aux"]:
             image_id = chunk["aux"]["ID"]

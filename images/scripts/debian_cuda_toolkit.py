@@ -54,9 +54,12 @@ class DebianArchive:
 
     def update(self) -> None:
         result = self._apt("apt-get", "update")
-        failures = [line for line in result.stdout.splitlines() if line.startswith(("Err:", "E:", "W:"))]
+        lines = result.stdout.splitlines()
+        # apt prints "Err:1 URL" with the cause on the next, indented line.
+        causes = [cause.strip() for line, cause in zip(lines, lines[1:]) if line.startswith("Err:")]
+        failures = causes + [line for line in lines if line.startswith(("E:", "W:"))]
         if result.returncode != 0 or failures:
-            reason = (failures or result.stdout.strip().splitlines() or ["no output"])[-1]
+            reason = (failures or lines or ["no output"])[0]
             raise ToolkitError(f"Debian {self.suite} at {self.mirror} is unreachable from the build ({reason}); "
                                f"set cuda.debian_mirror to a reachable Debian mirror, {OTHER_SOURCES}")
 
