@@ -25,6 +25,11 @@ BUILD_TOOL_PACKAGES = {"setuptools": "80.9.0", "wheel": "0.45.1"}
 HEADERS_LEFT_IN_BUILDER = ["torch/include", "tensorflow/include"]
 # The CUDA headers NVIDIA's wheels carry (the frameworks load only their libraries), left out of GPU images.
 CUDA_WHEEL_HEADERS = "nvidia/*/include"
+# Triton bundles CUPTI 12 (129 MB) for its profiler: beside the CUDA 12 wheels a second copy, so its
+# folder keeps only the name Triton loads, a link to the wheel's file.
+TRITON_CUPTI_DIR = "triton/backends/nvidia/lib/cupti"
+TRITON_CUPTI_MAJOR = 12
+CUDA_WHEEL_CUPTI = "nvidia/cuda_cupti/lib/libcupti.so.12"
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
 # Pins of NVIDIA's CUDA wheels (python_packages named so) choose the CUDA stack Horovod compiles
 # against, so they are installed with the frameworks.
@@ -201,6 +206,18 @@ def horovod_build_env(flavor: Flavor) -> dict[str, str]:
     return env
 
 
+def bundled_cuda_copy_cleanup(flavor: Flavor) -> list[str]:
+    """Shell commands (quoted), run in site-packages, that replace a package's bundled copy of a CUDA wheel's library."""
+    if not flavor.gpu or Version(str(flavor.version("cuda"))).major != TRITON_CUPTI_MAJOR:
+        return []
+    link_to_site_packages = "../" * len(PurePosixPath(TRITON_CUPTI_DIR).parts)
+    return [
+        shlex.join(["rm", "-rf", TRITON_CUPTI_DIR]),
+        shlex.join(["mkdir", TRITON_CUPTI_DIR]),
+        shlex.join(["ln", "-s", f"{link_to_site_packages}{CUDA_WHEEL_CUPTI}", f"{TRITON_CUPTI_DIR}/libcupti.so"]),
+    ]
+
+
 def horovod_patches(flavor: Flavor) -> list[str]:
     """The matrix's horovod `patch`: one file name or a list of them, applied in order."""
     patches = flavor.field("horovod", "patch") or []
@@ -251,6 +268,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "horovod_patches": horovod_patches(flavor),
         "horovod_build_env": horovod_build_env(flavor),
         "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
+        "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "runtime_env": runtime_env(),
         "local_packages": list(LOCAL_PACKAGE_DIRS.values()),
         "labels": labels(flavor),

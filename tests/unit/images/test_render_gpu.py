@@ -205,3 +205,11 @@ def test_unknown_cuda_build_tools_are_refused(matrix):
 def test_cpu_flavor_has_no_cuda_build(matrix):
     assert cuda_build(matrix.flavor("cpu")) is None
     assert "HOROVOD_NCCL_LINK" not in horovod_build_env(matrix.flavor("cpu"))
+
+
+def test_tritons_bundled_cupti_gives_way_to_the_cuda_12_wheels_copy(matrix):
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu")))
+    assert (" && rm -rf triton/backends/nvidia/lib/cupti \\\n && mkdir triton/backends/nvidia/lib/cupti \\\n"
+            " && ln -s ../../../../../nvidia/cuda_cupti/lib/libcupti.so.12 triton/backends/nvidia/lib/cupti/libcupti.so \\\n"
+            ) in builder
+    assert "triton" not in render_dockerfile(matrix.flavor("gpu-cu13"))
