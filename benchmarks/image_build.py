@@ -23,7 +23,7 @@ from trainstack.matrix import load_matrix
 from trainstack.render import SourceOptions, write_build_context
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
-SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 10.0, "gpu-cu13": 10.0}
+SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 8.0, "gpu-cu13": 10.0}
 WARM_REBUILD_TARGET_S = 60.0
 
 
