@@ -12,6 +12,9 @@ SHARED_CUDA_LIBRARIES = ("libnccl", "libcudart")
 # Libraries of which a process importing torch, TensorFlow and Horovod together must map exactly one file.
 LOADED_ONCE_LIBRARIES = (*SHARED_CUDA_LIBRARIES, "libcudnn", "libcublas")
 HOROVOD_MODULES = {"pytorch": "horovod.torch", "tensorflow": "horovod.tensorflow"}
+# TensorFlow's libtensorflow_framework exports the CUDA runtime API as stubs that dlopen libcudart.so.N
+# (the wheel's, as torch's); Horovod's TensorFlow extension calls those and links no libcudart itself.
+CUDART_THROUGH_FRAMEWORK = ("horovod/tensorflow/",)
 HOROVOD_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mpi": "MPI", "gloo": "Gloo", "nccl": "NCCL"}
 
 
@@ -99,6 +102,8 @@ def library_copy_problems(stack: dict[str, Any]) -> list[str]:
     for extension, resolved in stack.get("horovod_links", {}).items():
         for prefix in SHARED_CUDA_LIBRARIES:
             paths = [path for name, path in resolved.items() if name.startswith(prefix)]
+            if not paths and prefix == "libcudart" and extension.startswith(CUDART_THROUGH_FRAMEWORK):
+                continue
             if paths != loaded.get(prefix):
                 problems.append(f"{extension} resolves {prefix} to {paths or 'nothing (linked statically?)'}, "
                                 f"torch loads {loaded.get(prefix)}")

@@ -117,6 +117,17 @@ def test_horovod_with_a_static_cudart_is_named(cu13):
     ]
 
 
+def test_horovods_tensorflow_extension_may_reach_cudart_through_tensorflows_stubs(cu13):
+    tf_extension = "horovod/tensorflow/mpi_lib.cpython-311-x86_64-linux-gnu.so"
+    links = {**CU13_MANIFEST["cuda_stack"]["horovod_links"], tf_extension: {"libnccl.so.2": NCCL}}
+    assert manifest_mismatches(cu13, with_stack(horovod_links=links), CU13_CONSTRAINTS) == []
+    other = "/usr/lib/x86_64-linux-gnu/libcudart.so.13"
+    links[tf_extension] = {"libnccl.so.2": NCCL, "libcudart.so.13": other}
+    assert manifest_mismatches(cu13, with_stack(horovod_links=links), CU13_CONSTRAINTS) == [
+        f"{tf_extension} resolves libcudart to ['{other}'], torch loads ['{CUDART_13}']"
+    ]
+
+
 def test_gpu_manifest_without_cuda_stack_is_named(cu13):
     manifest = copy.deepcopy(CU13_MANIFEST)
     del manifest["cuda_stack"]
