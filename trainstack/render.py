@@ -90,7 +90,6 @@ def cuda_build(flavor: Flavor) -> CudaBuild | None:
     if not flavor.gpu:
         return None
     cuda = Version(str(flavor.version("cuda")))
-    cudart = f"{site_packages(flavor)}/nvidia/cuda_runtime/lib/libcudart.so.{cuda.major}"
     # find_library(nccl) wants libnccl.so; the link lives outside the venv, so the image keeps one libnccl file.
     nccl_link = {f"{CUDA_BUILD_PREFIX}/nccl/libnccl.so": f"{site_packages(flavor)}/nvidia/nccl/lib/libnccl.so.2"}
     source = flavor.field("cuda", "build_tools")
@@ -105,6 +104,8 @@ def cuda_build(flavor: Flavor) -> CudaBuild | None:
         )
     if source == "debian":
         home = f"{CUDA_BUILD_PREFIX}/debian-cuda"
+        # lib64/libcudart.so, which torch's extension build links, is the frameworks' libcudart.
+        cudart = f"{site_packages(flavor)}/nvidia/cuda_runtime/lib/libcudart.so.{cuda.major}"
         return CudaBuild(
             home=home,
             debian_toolkit_command=_debian_toolkit_command(flavor, home, cudart),
