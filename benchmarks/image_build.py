@@ -19,12 +19,12 @@ from pathlib import Path
 
 from trainstack import docker_client
 from trainstack.build import BUILD_DIR, run_build
-from trainstack.matrix import load_matrix
 from trainstack.build_context import SourceOptions, write_build_context
 from trainstack.identity import flavor_image
+from trainstack.matrix import load_matrix
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
-SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 10.0, "gpu-cu13": 10.0}
+SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 8.0, "gpu-cu13": 10.0}
 WARM_REBUILD_TARGET_S = 60.0
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -16,14 +17,25 @@ import docker.errors
 from trainstack import docker_client
 from trainstack.build_context import SourceOptions, check_sources, write_build_context
 from trainstack.errors import TrainstackError
-from trainstack.manifest import content_tag, manifest_mismatches, parse_constraints, pip_check_problems
+from trainstack.manifest import (
+    HOROVOD_MODULES,
+    content_tag,
+    cuda_stack_mismatches,
+    manifest_mismatches,
+    parse_constraints,
+    pip_check_problems,
+)
 from trainstack.matrix import REPO_ROOT, Flavor
 
 BUILD_DIR = REPO_ROOT / "build"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"
 CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
+# images/scripts/check_cuda_stack.py, run in GPU images as their user.
+CUDA_STACK_CHECK = ["python", "/opt/trainstack/bin/check_cuda_stack.py"]
 # Docker keeps these predefined build args out of `docker history`.
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
+# A builder script's one-line explanation; the daemon colours stderr with ANSI escapes.
+SCRIPT_ERROR = re.compile(r"^(?:\x1b\[\d+m)?error: ([^\x1b\n]+)", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -42,7 +54,7 @@ def build_image(
     progress: Callable[[str], None] = lambda line: print(line, end="", flush=True),
 ) -> BuiltImage:
     """Builds, verifies against the flavor and tags; a build that fails verification is removed untagged."""
-    check_sources(sources)
+    check_sources(flavor, sources)
     client = docker_client.connect()
     _ensure_base_image(client, flavor.base_image)
     context = write_build_context(flavor, sources, BUILD_DIR / flavor.name)
@@ -70,26 +82,32 @@ def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dic
     problems = manifest_mismatches(flavor, manifest, parse_constraints(constraints_text))
     _, pip_check_output = docker_client.run_in_image(client, image, ["pip", "check"])
     problems += pip_check_problems(flavor, pip_check_output)
-    status, output = docker_client.run_in_image(client, image, ["python", "-c", _import_check(flavor)])
-    if status != 0:
-        problems.append(f"importing the Horovod extensions failed: {output.strip().splitlines()[-1:]}")
+    problems += _cuda_stack_problems(client, image, flavor) if flavor.gpu else _import_problems(client, image, flavor)
     if problems:
         raise TrainstackError("verify: the image does not match the matrix:\n  " + "\n  ".join(problems))
     return manifest
 
 
-def _import_check(flavor: Flavor) -> str:
-    """Python that imports each Horovod extension as the image's user and, in GPU flavors, asks it for NCCL."""
-    modules = {"pytorch": "horovod.torch", "tensorflow": "horovod.tensorflow"}
-    imports = [modules[name] for name in flavor.field("horovod", "frameworks") or []]
-    checks = [f"import {module}" for module in imports]
-    if flavor.gpu:
-        checks += [f"assert {module}.nccl_built(), '{module} is built without NCCL'" for module in imports]
-    return "; ".join(checks) or "pass"
+def _import_problems(client: docker.DockerClient, image: str, flavor: Flavor) -> list[str]:
+    """Imports each Horovod extension as the image's user."""
+    imports = [f"import {HOROVOD_MODULES[name]}" for name in flavor.field("horovod", "frameworks") or []]
+    status, output = docker_client.run_in_image(client, image, ["python", "-c", "; ".join(imports) or "pass"])
+    return [] if status == 0 else [f"importing the Horovod extensions failed: {output.strip().splitlines()[-1:]}"]
+
+
+def _cuda_stack_problems(client: docker.DockerClient, image: str, flavor: Flavor) -> list[str]:
+    """The CUDA stack as one process of the image's user sees it, after importing every framework and extension."""
+    status, output = docker_client.run_in_image(client, image, CUDA_STACK_CHECK)
+    report = next((line for line in reversed(output.splitlines()) if line.startswith("{")), None)
+    if status != 0 or report is None:
+        return [f"{' '.join(CUDA_STACK_CHECK)} failed (exit {status}): {output.strip().splitlines()[-1:]}"]
+    return [f"in the image: {problem}" for problem in cuda_stack_mismatches(flavor, json.loads(report))]
 
 
 def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progress: Callable[[str], None]) -> str:
     image_id = None
+    # The builder's scripts explain a failure on one line starting so; docker's own error only gives the exit code.
+    explanation = None
     stream = client.api.build(
         path=str(context),
         dockerfile="Dockerfile",
@@ -103,8 +121,10 @@ def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progre
     for chunk in stream:
         if "stream" in chunk:
             progress(chunk["stream"])
+            explanation = next(iter(SCRIPT_ERROR.findall(chunk["stream"])), explanation)
         if "error" in chunk:
-            raise TrainstackError(f"build: {chunk['error'].strip()}")
+            reason = f"{explanation}\n  ({chunk['error'].strip()})" if explanation else chunk["error"].strip()
+            raise TrainstackError(f"build: {reason}")
         if "aux" in chunk and "ID" in chunk["aux"]:
             image_id = chunk["aux"]["ID"]
     if image_id is None:

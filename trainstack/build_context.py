@@ -1,11 +1,13 @@
 """Turns a flavor into a Docker build context: the rendered Dockerfile and the files it copies."""
 from __future__ import annotations
 
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 import jinja2
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from trainstack.errors import TrainstackError
@@ -21,6 +23,13 @@ BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-de
 BUILD_TOOL_PACKAGES = {"setuptools": "80.9.0", "wheel": "0.45.1"}
 # Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image.
 HEADERS_LEFT_IN_BUILDER = ["torch/include", "tensorflow/include"]
+# The CUDA headers NVIDIA's wheels carry (the frameworks load only their libraries), left out of GPU images.
+CUDA_WHEEL_HEADERS = "nvidia/*/include"
+# Triton bundles CUPTI 12 (129 MB) for its profiler: beside the CUDA 12 wheels a second copy, so its
+# folder keeps only the name Triton loads, a link to the wheel's file.
+TRITON_CUPTI_DIR = "triton/backends/nvidia/lib/cupti"
+TRITON_CUPTI_MAJOR = 12
+CUDA_WHEEL_CUPTI = "nvidia/cuda_cupti/lib/libcupti.so.12"
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
 # Pins of NVIDIA's CUDA wheels (python_packages named so) choose the CUDA stack Horovod compiles
 # against, so they are installed with the frameworks.
@@ -29,6 +38,9 @@ CUDA_WHEEL_PREFIX = "nvidia-"
 CUDA_BUILD_PREFIX = "/opt/cuda-build"
 NVIDIA_APT_KEYRING_URL = "https://developer.download.nvidia.com/compute/cuda/repos/debian{debian}/x86_64/cuda-keyring_1.1-1_all.deb"
 BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
+BUILD_SCRIPTS_DIR = "/tmp/build/scripts"
+# Archive areas of cuda.debian_suite holding the CUDA packages (non-free) and libcu++-dev (main).
+DEBIAN_CUDA_COMPONENTS = ["main", "non-free"]
 # Written from the installed NVIDIA wheels by images/scripts/nvidia_ld_conf.py.
 NVIDIA_LD_CONF = "/etc/ld.so.conf.d/trainstack-nvidia-wheels.conf"
 
@@ -51,7 +63,11 @@ class CudaBuild:
     pip_requirements: list[str] = field(default_factory=list)
     apt_keyring_url: str | None = None
     apt_packages: list[str] = field(default_factory=list)
+    # The shell line (quoted) that fetches and unpacks the toolkit from Debian packages.
+    debian_toolkit_command: str | None = None
     links: dict[str, str] = field(default_factory=dict)
+    # The shell line (quoted) that checks Horovod's kernels with cuobjdump, when the matrix names architectures.
+    kernel_check_command: str | None = None
 
     @property
     def link_dirs(self) -> list[str]:
@@ -59,11 +75,18 @@ class CudaBuild:
 
     @property
     def scripts(self) -> list[str]:
-        return ["nvidia_apt_keyring.py", "nvidia_ld_conf.py"] if self.apt_packages else ["nvidia_ld_conf.py"]
+        scripts = ["nvidia_ld_conf.py"]
+        if self.apt_packages:
+            scripts.insert(0, "nvidia_apt_keyring.py")
+        if self.debian_toolkit_command:
+            scripts.insert(0, "debian_cuda_toolkit.py")
+        if self.kernel_check_command:
+            scripts.append("check_cuda_kernels.py")
+        return scripts
 
 
 def cuda_build(flavor: Flavor) -> CudaBuild | None:
-    """nvcc from PyPI's wheels (CUDA 13) or from NVIDIA's apt repository (CUDA 12 wheels hold no nvcc)."""
+    """nvcc from PyPI's wheels (CUDA 13), Debian's packages or NVIDIA's apt repository (CUDA 12 wheels hold no nvcc)."""
     if not flavor.gpu:
         return None
     cuda = Version(str(flavor.version("cuda")))
@@ -77,16 +100,53 @@ def cuda_build(flavor: Flavor) -> CudaBuild | None:
             pip_requirements=[f"cuda-toolkit[nvcc,cccl]=={flavor.field('cuda', 'toolkit')}"],
             # CMake looks for the toolkit's libraries in lib64, and for libcudart.so to link it shared.
             links={f"{home}/lib64": "lib", f"{home}/lib/libcudart.so": f"libcudart.so.{cuda.major}", **nccl_link},
+            kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"),
+        )
+    if source == "debian":
+        home = f"{CUDA_BUILD_PREFIX}/debian-cuda"
+        # lib64/libcudart.so, which torch's extension build links, is the frameworks' libcudart.
+        cudart = f"{site_packages(flavor)}/nvidia/cuda_runtime/lib/libcudart.so.{cuda.major}"
+        return CudaBuild(
+            home=home,
+            debian_toolkit_command=_debian_toolkit_command(flavor, home, cudart),
+            links=nccl_link,
+            kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"),
         )
     if source == "apt":
         package_suffix = f"{cuda.major}-{cuda.minor}"
+        home = f"/usr/local/cuda-{cuda.major}.{cuda.minor}"
         return CudaBuild(
-            home=f"/usr/local/cuda-{cuda.major}.{cuda.minor}",
+            home=home,
             apt_keyring_url=NVIDIA_APT_KEYRING_URL.format(debian=flavor.version("debian")),
-            apt_packages=[f"cuda-nvcc-{package_suffix}", f"cuda-cudart-dev-{package_suffix}"],
+            apt_packages=[f"cuda-nvcc-{package_suffix}", f"cuda-cudart-dev-{package_suffix}",
+                          f"cuda-cuobjdump-{package_suffix}"],
             links=nccl_link,
+            kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"),
         )
-    raise MatrixError(f"matrix: flavor {flavor.name!r} has cuda.build_tools {source!r}; expected pip or apt")
+    raise MatrixError(f"matrix: flavor {flavor.name!r} has cuda.build_tools {source!r}; expected pip, debian or apt")
+
+
+def _debian_toolkit_command(flavor: Flavor, home: str, cudart: str) -> str:
+    packages = flavor.field("cuda", "debian_packages") or {}
+    mirror, suite = flavor.field("cuda", "debian_mirror"), flavor.field("cuda", "debian_suite")
+    if not (packages and mirror and suite):
+        raise MatrixError(f"matrix: flavor {flavor.name!r} has cuda.build_tools debian; it needs cuda.debian_mirror, "
+                          "cuda.debian_suite and cuda.debian_packages (name: version)")
+    return shlex.join([
+        "python3", f"{BUILD_SCRIPTS_DIR}/debian_cuda_toolkit.py", "--mirror", str(mirror), "--suite", str(suite),
+        "--components", *DEBIAN_CUDA_COMPONENTS, "--home", home, "--cudart", cudart,
+        *[f"{name}={version}" for name, version in packages.items()],
+    ])
+
+
+def _kernel_check_command(flavor: Flavor, cuobjdump: str) -> str | None:
+    architectures = flavor.field("horovod", "cuda_architectures")
+    if not architectures:
+        return None
+    return shlex.join([
+        "python", f"{BUILD_SCRIPTS_DIR}/check_cuda_kernels.py", "--cuobjdump", cuobjdump,
+        "--architectures", ",".join(str(cc) for cc in architectures), f"{site_packages(flavor)}/horovod",
+    ])
 
 
 def site_packages(flavor: Flavor) -> str:
@@ -130,6 +190,8 @@ def horovod_build_env(flavor: Flavor) -> dict[str, str]:
             env[f"HOROVOD_WITHOUT_{name.upper()}"] = "1"
     if flavor.field("horovod", "gpu_operations"):
         env["HOROVOD_GPU_OPERATIONS"] = str(flavor.field("horovod", "gpu_operations")).upper()
+    if flavor.field("horovod", "cuda_architectures"):
+        env["HOROVOD_BUILD_CUDA_CC_LIST"] = ",".join(str(cc) for cc in flavor.field("horovod", "cuda_architectures"))
     build = cuda_build(flavor)
     if build:
         env.update({
@@ -143,6 +205,18 @@ def horovod_build_env(flavor: Flavor) -> dict[str, str]:
             "HOROVOD_NCCL_LIB": f"{CUDA_BUILD_PREFIX}/nccl",
         })
     return env
+
+
+def bundled_cuda_copy_cleanup(flavor: Flavor) -> list[str]:
+    """Shell commands (quoted), run in site-packages, that replace a package's bundled copy of a CUDA wheel's library."""
+    if not flavor.gpu or Version(str(flavor.version("cuda"))).major != TRITON_CUPTI_MAJOR:
+        return []
+    link_to_site_packages = "../" * len(PurePosixPath(TRITON_CUPTI_DIR).parts)
+    return [
+        shlex.join(["rm", "-rf", TRITON_CUPTI_DIR]),
+        shlex.join(["mkdir", TRITON_CUPTI_DIR]),
+        shlex.join(["ln", "-s", f"{link_to_site_packages}{CUDA_WHEEL_CUPTI}", f"{TRITON_CUPTI_DIR}/libcupti.so"]),
+    ]
 
 
 def horovod_patches(flavor: Flavor) -> list[str]:
@@ -194,7 +268,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "horovod_version": flavor.version("horovod"),
         "horovod_patches": horovod_patches(flavor),
         "horovod_build_env": horovod_build_env(flavor),
-        "headers_left_in_builder": HEADERS_LEFT_IN_BUILDER,
+        "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
+        "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "runtime_env": runtime_env(),
         "local_packages": list(LOCAL_PACKAGE_DIRS.values()),
         "labels": labels(flavor),
@@ -222,7 +297,7 @@ def runtime_env() -> dict[str, str]:
 
 def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -> Path:
     """Writes the rendered Dockerfile and everything it copies into out_dir (replaced if present)."""
-    check_sources(sources)
+    check_sources(flavor, sources)
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
@@ -248,7 +323,8 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     return out_dir
 
 
-def check_sources(sources: SourceOptions) -> None:
+def check_sources(flavor: Flavor, sources: SourceOptions) -> None:
+    """Refuses build options that cannot work, before any docker step."""
     if sources.ca_bundle is not None and not sources.ca_bundle.is_file():
         raise TrainstackError(f"--ca-bundle: {sources.ca_bundle} is not a file; give a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")
     if sources.wheelhouse is not None:
@@ -256,6 +332,28 @@ def check_sources(sources: SourceOptions) -> None:
             raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} is not a directory; give a folder of .whl files")
         if not any(sources.wheelhouse.glob("*.whl")):
             raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} holds no .whl files")
+        if flavor.gpu:
+            _refuse_foreign_torch_builds(flavor, sources.wheelhouse)
+
+
+def _refuse_foreign_torch_builds(flavor: Flavor, wheelhouse: Path) -> None:
+    """A GPU flavor's pip must never take a CPU (or other CUDA) torch from the wheelhouse.
+
+    pip lets `torch==2.13.0` match `2.13.0+cpu`, so such a wheel would silently replace the CUDA build.
+    """
+    cuda = Version(str(flavor.version("cuda")))
+    wanted_label = f"cu{cuda.major}{cuda.minor}"
+    for wheel in sorted(wheelhouse.glob("torch-*.whl")):
+        try:
+            _, version, _, _ = parse_wheel_filename(wheel.name)
+        except InvalidWheelFilename:
+            continue
+        if version.local and version.local != wanted_label:
+            raise TrainstackError(
+                f"--wheelhouse: {wheel} is torch {version}, not a CUDA {cuda} build; the {flavor.name} flavor "
+                f"refuses it (pip would take it for torch=={version.public}). Build {flavor.name} without "
+                f"--wheelhouse (unset TRAINSTACK_WHEELHOUSE), or give a folder without that wheel"
+            )
 
 
 def _local_package_dependencies() -> list[str]:

@@ -9,6 +9,12 @@ from trainstack.matrix import Flavor
 
 # Libraries Horovod's extensions must link shared, resolving to the very files torch loads.
 SHARED_CUDA_LIBRARIES = ("libnccl", "libcudart")
+# Libraries of which a process importing torch, TensorFlow and Horovod together must map exactly one file.
+LOADED_ONCE_LIBRARIES = (*SHARED_CUDA_LIBRARIES, "libcudnn", "libcublas")
+HOROVOD_MODULES = {"pytorch": "horovod.torch", "tensorflow": "horovod.tensorflow"}
+# TensorFlow's libtensorflow_framework exports the CUDA runtime API as stubs that dlopen libcudart.so.N
+# (the wheel's, as torch's); Horovod's TensorFlow extension calls those and links no libcudart itself.
+CUDART_THROUGH_FRAMEWORK = ("horovod/tensorflow/",)
 HOROVOD_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mpi": "MPI", "gloo": "Gloo", "nccl": "NCCL"}
 
 
@@ -63,9 +69,12 @@ def cuda_stack_mismatches(flavor: Flavor, stack: dict[str, Any] | None) -> list[
         problems.append(f"torch.backends.cudnn.version() is {torch.get('cudnn')}, matrix says cudnn {cudnn}")
     if "tensorflow" in flavor.components:
         problems += _tensorflow_build_mismatches(stack.get("tensorflow") or {}, cuda, cudnn)
-    nccl_built = stack.get("horovod", {}).get("nccl_built")
-    if nccl_built != nccl_version_code(nccl):
-        problems.append(f"hvd.nccl_built() is {nccl_built}, expected {nccl_version_code(nccl)} (NCCL {nccl})")
+    nccl_built = stack.get("horovod", {}).get("nccl_built", {})
+    for framework in flavor.field("horovod", "frameworks") or []:
+        module = HOROVOD_MODULES[framework]
+        if nccl_built.get(module) != nccl_version_code(nccl):
+            problems.append(f"{module}.nccl_built() is {nccl_built.get(module)}, "
+                            f"expected {nccl_version_code(nccl)} (NCCL {nccl})")
     return problems + library_copy_problems(stack)
 
 
@@ -86,12 +95,15 @@ def library_copy_problems(stack: dict[str, Any]) -> list[str]:
     problems += [f"{name} is in the image {len(paths)} times: {', '.join(paths)}"
                  for name, paths in stack.get("duplicate_libraries", {}).items()]
     loaded = stack.get("loaded", {})
-    for prefix in SHARED_CUDA_LIBRARIES:
+    for prefix in LOADED_ONCE_LIBRARIES:
         if len(loaded.get(prefix, [])) != 1:
-            problems.append(f"torch and Horovod load {len(loaded.get(prefix, []))} {prefix} files, expected 1: {loaded.get(prefix)}")
+            problems.append(f"the frameworks and Horovod load {len(loaded.get(prefix, []))} {prefix} files, "
+                            f"expected 1: {loaded.get(prefix)}")
     for extension, resolved in stack.get("horovod_links", {}).items():
         for prefix in SHARED_CUDA_LIBRARIES:
             paths = [path for name, path in resolved.items() if name.startswith(prefix)]
+            if not paths and prefix == "libcudart" and extension.startswith(CUDART_THROUGH_FRAMEWORK):
+                continue
             if paths != loaded.get(prefix):
                 problems.append(f"{extension} resolves {prefix} to {paths or 'nothing (linked statically?)'}, "
                                 f"torch loads {loaded.get(prefix)}")

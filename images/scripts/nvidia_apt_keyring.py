@@ -31,9 +31,9 @@ def main() -> None:
         fetch(args.url, args.target, args.ca_bundle)
     except (urllib.error.URLError, OSError) as exc:
         print(
-            f"error: NVIDIA's CUDA apt repository is unreachable from the build ({args.url}: {exc}).\n"
-            "This flavor's nvcc and CUDA headers come from there (PyPI's CUDA 12 wheels hold no nvcc).\n"
-            "Build where developer.download.nvidia.com is reachable (HTTPS_PROXY and --ca-bundle apply).",
+            f"error: NVIDIA's CUDA apt repository, where this build takes nvcc and the CUDA headers, is unreachable "
+            f"({args.url}: {exc}); build with --set cuda.build_tools=debian (Debian's packages), or where "
+            "developer.download.nvidia.com is reachable (HTTPS_PROXY and --ca-bundle apply)",
             file=sys.stderr,
         )
         raise SystemExit(1) from None

@@ -30,7 +30,8 @@ CUDA_LIBRARY_NAME = re.compile(
     r"^lib(cudart|cublas|cudnn|cufft|cufile|curand|cusolver|cusparse|cupti|nvrtc|nvJitLink|nvshmem|nvToolsExt|nvvm|nccl)"
     r"[\w.-]*\.so(\.\d+)*$"
 )
-LOADED_LIBRARIES = ("libnccl", "libcudart")
+# Libraries one process must map exactly one file of, after importing the frameworks and Horovod.
+LOADED_LIBRARIES = ("libnccl", "libcudart", "libcudnn", "libcublas")
 SKIPPED_TREES = {"/proc", "/sys", "/dev"}
 
 
@@ -84,8 +85,9 @@ def horovod_build() -> dict[str, list[str]]:
 
 
 def cuda_stack(with_tensorflow: bool) -> dict:
-    """What the frameworks and Horovod were built with and which CUDA files they load; needs no GPU."""
-    import horovod.torch as hvd
+    """What the frameworks and Horovod were built with and which CUDA files they load, all imported in
+    this one process; needs no GPU."""
+    import horovod.torch
     import torch
 
     stack = {
@@ -94,14 +96,15 @@ def cuda_stack(with_tensorflow: bool) -> dict:
             "nccl": ".".join(str(part) for part in torch.cuda.nccl.version()),
             "cudnn": _cudnn_release(torch.backends.cudnn.version()),
         },
-        "horovod": {"nccl_built": hvd.nccl_built()},
+        "horovod": {"nccl_built": {"horovod.torch": horovod.torch.nccl_built()}},
     }
     if with_tensorflow:
-        import horovod.tensorflow  # noqa: F401  (its extension's libraries count as loaded too)
+        import horovod.tensorflow
         import tensorflow as tf
 
         build_info = tf.sysconfig.get_build_info()
         stack["tensorflow"] = {"cuda": build_info.get("cuda_version"), "cudnn": build_info.get("cudnn_version")}
+        stack["horovod"]["nccl_built"]["horovod.tensorflow"] = horovod.tensorflow.nccl_built()
     libraries = cuda_library_files(Path("/"))
     stack["nccl_files"] = sorted(path for name, paths in libraries.items() if name.startswith("libnccl") for path in paths)
     stack["duplicate_libraries"] = {name: paths for name, paths in libraries.items() if len(paths) > 1}
@@ -127,10 +130,10 @@ def cuda_library_files(root: Path) -> dict[str, list[str]]:
 
 
 def loaded_libraries(proc_maps: str) -> dict[str, list[str]]:
-    """The files of LOADED_LIBRARIES mapped into this process (after importing torch and Horovod)."""
+    """The files of LOADED_LIBRARIES (libcudnn.so.9, not libcudnn_ops.so.9) mapped into this process."""
     paths = {line.split()[-1] for line in proc_maps.splitlines() if "/" in line}
     return {
-        prefix: sorted(os.path.realpath(path) for path in paths if os.path.basename(path).startswith(prefix))
+        prefix: sorted({os.path.realpath(path) for path in paths if os.path.basename(path).startswith(f"{prefix}.so")})
         for prefix in LOADED_LIBRARIES
     }
 

@@ -21,6 +21,9 @@ MANIFEST = "/etc/trainstack/manifest.json"
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
 REPORTED_PACKAGES = (*FRAMEWORKS, "pyspark", "mpi4py", "cloudpickle", "psutil")
 SHM_NEEDED = 1 << 30  # DataLoader workers and NCCL's shared-memory transport want far more than Docker's 64 MiB
+# The oldest Linux driver that runs each CUDA major's runtime: any 12.x through minor-version
+# compatibility from 525.60.13 (CUDA 12.0's minimum), 13.x from 580.
+DRIVER_MINIMUM = {12: "525.60.13", 13: "580"}
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,15 @@ class Facts:
     mpi: str | None = None  # e.g. "openmpi 4.1.4"
     java: str | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
+    nvidia_smi: bool = False  # the NVIDIA container runtime (`--gpus all`) mounts it with the driver
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(int(p) for p in re.findall(r"\d+", text)[:2])
+
+
+def _driver_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text))
 
 
 def manifest_checks(facts: Facts) -> list[Check]:
@@ -76,12 +84,39 @@ def package_checks(facts: Facts) -> list[Check]:
     return checks
 
 
+def driver_minimum(cuda: str) -> str | None:
+    return DRIVER_MINIMUM.get(_version_tuple(cuda)[0])
+
+
+def _driver_requirement(cuda: str) -> str:
+    minimum = driver_minimum(cuda)
+    if minimum is None:
+        return f"CUDA {cuda}"
+    compatibility = " through minor-version compatibility" if _version_tuple(cuda)[0] == 12 else ""
+    return f"CUDA {cuda}, which needs an NVIDIA driver >= {minimum}{compatibility}"
+
+
 def cuda_checks(facts: Facts) -> list[Check]:
+    manifest_cuda = ((facts.manifest or {}).get("libraries") or {}).get("cuda")
     if facts.gpu_count == 0:
-        return [Check("gpu", "ok", "no NVIDIA GPU visible: CPU training")]
+        if not manifest_cuda:
+            return [Check("gpu", "ok", "no NVIDIA GPU visible: CPU training")]
+        missing = ("nvidia-smi lists no GPU" if facts.nvidia_smi else
+                   "no nvidia-smi: the container runs without the NVIDIA runtime, which mounts the driver")
+        return [Check("gpu", "warn", f"this image is built for {_driver_requirement(manifest_cuda)}; no NVIDIA GPU "
+                      f"is visible ({missing}): training runs on CPU",
+                      f"on a host with an NVIDIA GPU, driver >= {driver_minimum(manifest_cuda)} and the NVIDIA "
+                      "Container Toolkit, run the container with --gpus all")]
     checks = [Check("gpu", "ok", f"{facts.gpu_count} GPU(s), driver {facts.driver_version}, "
                                  f"supports CUDA up to {facts.driver_cuda}")]
-    manifest_cuda = ((facts.manifest or {}).get("libraries") or {}).get("cuda")
+    minimum = driver_minimum(manifest_cuda) if manifest_cuda else None
+    if minimum and facts.driver_version:
+        if _driver_tuple(facts.driver_version) < _driver_tuple(minimum):
+            checks.append(Check("driver", "fail", f"driver {facts.driver_version} is too old: this image is built "
+                                f"for {_driver_requirement(manifest_cuda)}", f"upgrade the NVIDIA driver to >= {minimum}"))
+        else:
+            checks.append(Check("driver", "ok", f"{facts.driver_version} >= {minimum}, the minimum for this image's "
+                                f"CUDA {manifest_cuda}"))
     runtime = manifest_cuda or facts.torch_cuda
     if runtime and facts.driver_cuda:
         need, have = _version_tuple(runtime), _version_tuple(facts.driver_cuda)
@@ -212,7 +247,8 @@ def collect_facts(environ: Mapping[str, str]) -> Facts:
     shm = shutil.disk_usage("/dev/shm").total if os.path.isdir("/dev/shm") else None
     return Facts(manifest_path, manifest, {name: _installed(name) for name in sorted(names)}, gpu_count, driver,
                  driver_cuda, _torch_cuda() if gpu_count else None, shm, default_route_interface(),
-                 tuple(sorted(psutil.net_if_addrs())), _mpi(), _java(), dict(environ))
+                 tuple(sorted(psutil.net_if_addrs())), _mpi(), _java(), dict(environ),
+                 nvidia_smi=shutil.which("nvidia-smi") is not None)
 
 
 def format_checks(checks: list[Check]) -> str:

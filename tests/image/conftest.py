@@ -53,6 +53,12 @@ def built_image(docker_client):
 
 
 @pytest.fixture(scope="session")
+def runner_for(docker_client):
+    """An ImageRunner for another image than the session's (e.g. a GPU image)."""
+    return lambda image: ImageRunner(docker_client, image)
+
+
+@pytest.fixture(scope="session")
 def image(built_image) -> docker.models.images.Image:
     return built_image(IMAGE, "invoke build` (or set TRAINSTACK_TEST_IMAGE")
 

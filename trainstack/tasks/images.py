@@ -149,18 +149,17 @@ def train(c, gpu=False, flavor=None, processes="2"):
 @task(help={
     "tier": "unit, integration or image (default: all)",
     "pytest-args": "extra pytest arguments",
-    "gpu-build": "instead: build the gpu-cu13 image and run tests/image/test_gpu_image.py in it (too long for CI)",
+    "gpu-build": "instead: build a GPU image and run tests/image/test_gpu_image.py in it (too long for CI)",
+    "gpu-flavor": "the flavor --gpu-build builds and tests: gpu (default) or gpu-cu13",
 })
-def test(c, tier=None, pytest_args="", gpu_build=False):
+def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu"):
     """Run the tests (one tier, or all)."""
     if gpu_build:
         from trainstack.identity import flavor_image
 
-        build(c, flavor="gpu-cu13", set=[])
-        image = flavor_image("gpu-cu13")
+        build(c, flavor=gpu_flavor, set=[])
         c.run(f"{sys.executable} -m pytest tests/image/test_gpu_image.py {pytest_args}",
-              env={"TRAINSTACK_TEST_GPU_IMAGE": image}, pty=sys.stdout.isatty())
+              env={"TRAINSTACK_TEST_GPU_IMAGE": flavor_image(gpu_flavor)}, pty=sys.stdout.isatty())
         return
     marker = f"-m {tier}" if tier else ""
     c.run(f"{sys.executable} -m pytest tests {marker} {pytest_args}", pty=sys.stdout.isatty())
-

@@ -9,6 +9,8 @@ from trainstack.matrix import REPO_ROOT
 SCRIPTS = REPO_ROOT / "images" / "scripts"
 NCCL = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"
 CUDART = "/opt/venv/lib/python3.11/site-packages/nvidia/cu13/lib/libcudart.so.13"
+CUDNN = "/opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn.so.9"
+CUDNN_OPS = "/opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn_ops.so.9"
 
 
 def load_script(name: str):
@@ -57,10 +59,14 @@ def test_loaded_libraries_reads_proc_maps(write_manifest):
         f"7f0000000000-7f0000001000 r--p 00000000 00:2a 123 {NCCL}\n"
         f"7f0000001000-7f0000002000 r-xp 00001000 00:2a 123 {NCCL}\n"
         f"7f0000003000-7f0000004000 r--p 00000000 00:2a 124 {CUDART}\n"
+        f"7f0000004000-7f0000005000 r--p 00000000 00:2a 125 {CUDNN}\n"
+        f"7f0000004000-7f0000005000 r--p 00000000 00:2a 126 {CUDNN_OPS}\n"
         "7f0000005000-7f0000006000 rw-p 00000000 00:00 0 \n"
         "7ffd00000000-7ffd00021000 rw-p 00000000 00:00 0 [stack]\n"
     )
-    assert write_manifest.loaded_libraries(maps) == {"libnccl": [NCCL], "libcudart": [CUDART]}
+    assert write_manifest.loaded_libraries(maps) == {
+        "libnccl": [NCCL], "libcudart": [CUDART], "libcudnn": [CUDNN], "libcublas": [],
+    }
 
 
 def test_horovod_links_reads_ldd(write_manifest, tmp_path, monkeypatch):
@@ -82,3 +88,26 @@ def test_horovod_links_reads_ldd(write_manifest, tmp_path, monkeypatch):
 @pytest.mark.parametrize(("number", "release"), [(92000, "9.20.0"), (91002, "9.10.2"), (None, None)])
 def test_cudnn_release(write_manifest, number, release):
     assert write_manifest._cudnn_release(number) == release
+
+
+def test_debian_toolkit_is_arranged_as_a_cuda_home(tmp_path):
+    toolkit = load_script("debian_cuda_toolkit")
+    unpacked = tmp_path / "unpacked"
+    for path in ("usr/bin/ptxas", "usr/bin/cuobjdump", "usr/lib/nvidia-cuda-toolkit/bin/cicc",
+                 "usr/lib/nvidia-cuda-toolkit/bin/crt/link.stub", "usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc",
+                 "usr/include/cuda_runtime.h", "usr/include/nv/target", "usr/lib/x86_64-linux-gnu/libcudart_static.a",
+                 "usr/lib/x86_64-linux-gnu/libcudadevrt.a", "usr/lib/x86_64-linux-gnu/libculibos.a",
+                 "usr/lib/x86_64-linux-gnu/stubs/libcuda.so", "usr/lib/x86_64-linux-gnu/libcublas_static.a"):
+        touch(unpacked / path)
+    (unpacked / "usr/bin/nvcc").write_text("#!/bin/sh\n# Debian's wrapper\n")
+    (unpacked / "usr/lib/nvidia-cuda-toolkit/bin/nvcc").write_text("the real nvcc")
+    home = tmp_path / "cuda"
+    toolkit.arrange_cuda_home(unpacked, home, "/opt/venv/nvidia/cuda_runtime/lib/libcudart.so.12")
+    assert sorted(path.name for path in (home / "bin").iterdir()) == [
+        "cicc", "crt", "cuobjdump", "nvcc", "nvcc.profile", "ptxas"]
+    assert (home / "bin/nvcc").read_text() == "the real nvcc"
+    assert "TOP = $(_HERE_)/..\n" in (home / "bin/nvcc.profile").read_text()
+    assert (home / "include/nv/target").is_file() and (home / "nvvm/libdevice/libdevice.10.bc").is_file()
+    assert sorted(path.name for path in (home / "lib64").iterdir()) == [
+        "libcudadevrt.a", "libcudart.so", "libcudart_static.a", "libculibos.a", "stubs"]
+    assert str((home / "lib64/libcudart.so").readlink()) == "/opt/venv/nvidia/cuda_runtime/lib/libcudart.so.12"

@@ -8,6 +8,8 @@ from trainstack.matrix import load_matrix
 SITE = "/opt/venv/lib/python3.11/site-packages"
 NCCL = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"
 CUDART_13 = f"{SITE}/nvidia/cu13/lib/libcudart.so.13"
+CUDNN_9 = f"{SITE}/nvidia/cudnn/lib/libcudnn.so.9"
+CUBLAS_13 = f"{SITE}/nvidia/cu13/lib/libcublas.so.13"
 TORCH_EXTENSION = "horovod/torch/mpi_lib_v2.cpython-311-x86_64-linux-gnu.so"
 
 CU13_MANIFEST = {
@@ -22,10 +24,10 @@ CU13_MANIFEST = {
     },
     "cuda_stack": {
         "torch": {"cuda": "13.0", "nccl": "2.29.7", "cudnn": "9.20.0"},
-        "horovod": {"nccl_built": 22907},
+        "horovod": {"nccl_built": {"horovod.torch": 22907}},
         "nccl_files": [NCCL],
         "duplicate_libraries": {},
-        "loaded": {"libnccl": [NCCL], "libcudart": [CUDART_13]},
+        "loaded": {"libnccl": [NCCL], "libcudart": [CUDART_13], "libcudnn": [CUDNN_9], "libcublas": [CUBLAS_13]},
         "horovod_links": {TORCH_EXTENSION: {"libnccl.so.2": NCCL, "libcudart.so.13": CUDART_13}},
     },
 }
@@ -60,8 +62,25 @@ def test_torch_built_for_another_cuda_nccl_or_cudnn_is_named(cu13):
 
 
 def test_horovod_without_nccl_is_named(cu13):
-    manifest = with_stack(horovod={"nccl_built": 0})
-    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == ["hvd.nccl_built() is 0, expected 22907 (NCCL 2.29.7)"]
+    manifest = with_stack(horovod={"nccl_built": {"horovod.torch": 0}})
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        "horovod.torch.nccl_built() is 0, expected 22907 (NCCL 2.29.7)"
+    ]
+
+
+def test_every_horovod_extension_must_be_built_with_nccl():
+    gpu = load_matrix().flavor("gpu")
+    stack = {"torch": {"cuda": "12.8", "nccl": "2.27.5", "cudnn": "9.10.2"},
+             "tensorflow": {"cuda": "12.5.1", "cudnn": "9"}, "horovod": {"nccl_built": {"horovod.torch": 22705}}}
+    assert "horovod.tensorflow.nccl_built() is None, expected 22705 (NCCL 2.27.5)" in cuda_stack_mismatches(gpu, stack)
+
+
+def test_a_second_cudnn_loaded_next_to_torchs_is_named(cu13):
+    other = "/usr/lib/x86_64-linux-gnu/libcudnn.so.9"
+    manifest = with_stack(loaded={**CU13_MANIFEST["cuda_stack"]["loaded"], "libcudnn": [CUDNN_9, other]})
+    assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
+        f"the frameworks and Horovod load 2 libcudnn files, expected 1: ['{CUDNN_9}', '{other}']"
+    ]
 
 
 def test_a_second_libnccl_file_is_named(cu13):
@@ -82,11 +101,11 @@ def test_duplicate_cuda_library_is_named(cu13):
 def test_horovod_resolving_another_nccl_than_torch_is_named(cu13):
     other = "/usr/lib/x86_64-linux-gnu/libnccl.so.2"
     manifest = with_stack(
-        loaded={"libnccl": [NCCL, other], "libcudart": [CUDART_13]},
+        loaded={**CU13_MANIFEST["cuda_stack"]["loaded"], "libnccl": [NCCL, other]},
         horovod_links={TORCH_EXTENSION: {"libnccl.so.2": other, "libcudart.so.13": CUDART_13}},
     )
     assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
-        f"torch and Horovod load 2 libnccl files, expected 1: ['{NCCL}', '{other}']",
+        f"the frameworks and Horovod load 2 libnccl files, expected 1: ['{NCCL}', '{other}']",
         f"{TORCH_EXTENSION} resolves libnccl to ['{other}'], torch loads ['{NCCL}', '{other}']",
     ]
 
@@ -95,6 +114,17 @@ def test_horovod_with_a_static_cudart_is_named(cu13):
     manifest = with_stack(horovod_links={TORCH_EXTENSION: {"libnccl.so.2": NCCL}})
     assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
         f"{TORCH_EXTENSION} resolves libcudart to nothing (linked statically?), torch loads ['{CUDART_13}']"
+    ]
+
+
+def test_horovods_tensorflow_extension_may_reach_cudart_through_tensorflows_stubs(cu13):
+    tf_extension = "horovod/tensorflow/mpi_lib.cpython-311-x86_64-linux-gnu.so"
+    links = {**CU13_MANIFEST["cuda_stack"]["horovod_links"], tf_extension: {"libnccl.so.2": NCCL}}
+    assert manifest_mismatches(cu13, with_stack(horovod_links=links), CU13_CONSTRAINTS) == []
+    other = "/usr/lib/x86_64-linux-gnu/libcudart.so.13"
+    links[tf_extension] = {"libnccl.so.2": NCCL, "libcudart.so.13": other}
+    assert manifest_mismatches(cu13, with_stack(horovod_links=links), CU13_CONSTRAINTS) == [
+        f"{tf_extension} resolves libcudart to ['{other}'], torch loads ['{CUDART_13}']"
     ]
 
 
@@ -117,7 +147,7 @@ def test_missing_nccl_tensor_operation_is_named(cu13):
 def test_tensorflow_needs_only_the_same_cuda_and_cudnn_majors():
     gpu = load_matrix().flavor("gpu")
     stack = {"torch": {"cuda": "12.8", "nccl": "2.27.5", "cudnn": "9.10.2"}}
-    built_on_older_12 = {**stack, "tensorflow": {"cuda": "12.5.1", "cudnn": "9"}, "horovod": {"nccl_built": 22705}}
+    built_on_older_12 = {**stack, "tensorflow": {"cuda": "12.5.1", "cudnn": "9"}, "horovod": {"nccl_built": {"horovod.torch": 22705, "horovod.tensorflow": 22705}}}
     assert [p for p in cuda_stack_mismatches(gpu, built_on_older_12) if "TensorFlow" in p] == []
     built_on_11 = {**built_on_older_12, "tensorflow": {"cuda": "11.8", "cudnn": "8"}}
     assert [p for p in cuda_stack_mismatches(gpu, built_on_11) if "TensorFlow" in p] == [

@@ -2,9 +2,16 @@ from pathlib import Path
 
 import pytest
 
+from trainstack.build_context import (
+    SourceOptions,
+    framework_requirements,
+    library_requirements,
+    no_deps_requirements,
+    render_dockerfile,
+    write_build_context,
+)
 from trainstack.errors import TrainstackError
 from trainstack.matrix import load_matrix
-from trainstack.build_context import SourceOptions, framework_requirements, library_requirements, no_deps_requirements, render_dockerfile, write_build_context
 
 PROXY_SOURCES = SourceOptions(ca_bundle=Path("/ca.pem"), wheelhouse=Path("/wheels"))
 

@@ -1,11 +1,12 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from trainstack import resolver
-from trainstack.matrix import MatrixError, load_matrix
 from trainstack.build_context import (
     SourceOptions,
+    check_sources,
     cuda_build,
     framework_requirements,
     horovod_build_env,
@@ -13,8 +14,11 @@ from trainstack.build_context import (
     render_dockerfile,
     write_build_context,
 )
+from trainstack.errors import TrainstackError
+from trainstack.matrix import MatrixError, load_matrix
 
 GPU_FLAVORS = ["gpu", "gpu-cu13"]
+NVIDIA_APT = {"cuda.build_tools": "apt"}
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,10 @@ def test_gpu_dockerfiles_match_golden(matrix, golden, name):
 def test_gpu_dockerfile_behind_a_proxy_matches_golden(matrix, golden):
     sources = SourceOptions(ca_bundle=Path("/ca.pem"))
     golden("Dockerfile.gpu-proxy", render_dockerfile(matrix.flavor("gpu"), sources))
+
+
+def test_gpu_dockerfile_with_nvidias_apt_repository_matches_golden(matrix, golden):
+    golden("Dockerfile.gpu-apt", render_dockerfile(matrix.flavor("gpu", NVIDIA_APT)))
 
 
 @pytest.mark.parametrize("name", GPU_FLAVORS)
@@ -72,21 +80,95 @@ def test_cuda_13_build_tools_come_from_the_toolkit_wheels_torch_pins(matrix):
     assert 'RUN pip install --target /opt/cuda-build "cuda-toolkit[nvcc,cccl]==13.0.3"\n' in dockerfile
 
 
-def test_cuda_12_build_tools_come_from_nvidias_apt_repository_before_any_download(matrix):
+def test_cuda_12_build_tools_come_from_debian_trixie_packages_before_any_download(matrix):
     build = cuda_build(matrix.flavor("gpu"))
+    assert build.home == "/opt/cuda-build/debian-cuda"
+    assert build.apt_packages == [] and build.pip_requirements == []
+    assert build.debian_toolkit_command == (
+        "python3 /tmp/build/scripts/debian_cuda_toolkit.py --mirror http://deb.debian.org/debian --suite trixie"
+        " --components main non-free --home /opt/cuda-build/debian-cuda"
+        " --cudart /opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"
+        " 'nvidia-cuda-toolkit=12.4.131~12.4.1-2' 'nvidia-cuda-dev=12.4.127~12.4.1-2' libcu++-dev=2.3.2-2"
+    )
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu")))
+    assert builder.index("debian_cuda_toolkit.py") < builder.index("pip install")
+    assert "apt-get install" not in builder.split("debian_cuda_toolkit.py", 1)[1]
+
+
+def test_debian_package_versions_reach_the_shell_quoted(matrix):
+    with pytest.raises(MatrixError, match=r"--set cuda.debian_suite = 'trixie; rm -rf /': is not"):
+        matrix.flavor("gpu", {"cuda.debian_suite": "trixie; rm -rf /"})
+    # Past the schema, which refuses it first, the value still reaches the shell as one quoted word.
+    flavor = matrix.flavor("gpu")
+    cuda = {**flavor.components["cuda"], "debian_suite": "trixie; rm -rf /"}
+    unchecked = dataclasses.replace(flavor, components={**flavor.components, "cuda": cuda})
+    assert "--suite 'trixie; rm -rf /'" in cuda_build(unchecked).debian_toolkit_command
+
+
+def test_debian_build_tools_need_mirror_suite_and_packages(matrix):
+    with pytest.raises(MatrixError, match="needs cuda.debian_mirror, cuda.debian_suite and cuda.debian_packages"):
+        cuda_build(matrix.flavor("gpu-cu13", {"cuda.build_tools": "debian"}))
+
+
+def test_proxy_ca_reaches_the_cuda_build_tool_sources(matrix):
+    sources = SourceOptions(ca_bundle=Path("/ca.pem"))
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu"), sources))
+    assert "libcu++-dev=2.3.2-2 --ca-bundle /tmp/build-ca/ca-bundle.crt\n" in builder
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu", NVIDIA_APT), sources))
+    assert "nvidia_apt_keyring.py --ca-bundle /tmp/build-ca/ca-bundle.crt" in builder
+    assert "apt-get -o Acquire::https::CAInfo=/tmp/build-ca/ca-bundle.crt install" in builder
+
+
+def test_cuda_12_build_tools_can_come_from_nvidias_apt_repository_before_any_download(matrix):
+    build = cuda_build(matrix.flavor("gpu", NVIDIA_APT))
     assert build.home == "/usr/local/cuda-12.8"
-    assert build.apt_packages == ["cuda-nvcc-12-8", "cuda-cudart-dev-12-8"]
+    assert build.apt_packages == ["cuda-nvcc-12-8", "cuda-cudart-dev-12-8", "cuda-cuobjdump-12-8"]
     assert build.apt_keyring_url == (
         "https://developer.download.nvidia.com/compute/cuda/repos/debian12/x86_64/cuda-keyring_1.1-1_all.deb"
     )
-    builder, _ = stages(render_dockerfile(matrix.flavor("gpu")))
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu", NVIDIA_APT)))
     assert builder.index("nvidia_apt_keyring.py") < builder.index("pip install")
 
 
-def test_proxy_ca_reaches_nvidias_apt_repository(matrix):
-    builder, _ = stages(render_dockerfile(matrix.flavor("gpu"), SourceOptions(ca_bundle=Path("/ca.pem"))))
-    assert "nvidia_apt_keyring.py --ca-bundle /tmp/build-ca/ca-bundle.crt" in builder
-    assert "apt-get -o Acquire::https::CAInfo=/tmp/build-ca/ca-bundle.crt install" in builder
+@pytest.mark.parametrize("overrides", [{}, NVIDIA_APT])
+def test_horovods_kernels_are_checked_for_every_architecture_after_its_build(matrix, overrides):
+    flavor = matrix.flavor("gpu", overrides)
+    assert horovod_build_env(flavor)["HOROVOD_BUILD_CUDA_CC_LIST"] == "70,75,80,86,89,90"
+    home = cuda_build(flavor).home
+    check = (f"RUN python /tmp/build/scripts/check_cuda_kernels.py --cuobjdump {home}/bin/cuobjdump"
+             " --architectures 70,75,80,86,89,90 /opt/venv/lib/python3.11/site-packages/horovod\n")
+    builder, _ = stages(render_dockerfile(flavor))
+    assert builder.index("pip install --no-build-isolation .") < builder.index(check) < builder.index("horovodrun --check-build")
+
+
+def test_cuda_13_flavor_names_no_architectures_and_gets_no_kernel_check(matrix):
+    assert cuda_build(matrix.flavor("gpu-cu13")).kernel_check_command is None
+    assert "check_cuda_kernels.py" not in render_dockerfile(matrix.flavor("gpu-cu13"))
+
+
+@pytest.mark.parametrize("name", GPU_FLAVORS)
+def test_cuda_headers_of_the_wheels_stay_in_the_builder(matrix, name):
+    builder, _ = stages(render_dockerfile(matrix.flavor(name)))
+    assert " && rm -rf torch/include tensorflow/include nvidia/*/include \\\n" in builder
+    assert "nvidia/*/include" not in render_dockerfile(matrix.flavor("cpu"))
+
+
+@pytest.mark.parametrize("name", GPU_FLAVORS)
+def test_a_cpu_torch_in_the_wheelhouse_is_refused_for_gpu_flavors(matrix, tmp_path, name):
+    (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    sources = SourceOptions(wheelhouse=tmp_path)
+    with pytest.raises(TrainstackError, match=r"torch-2\.13\.0\+cpu.*is torch 2\.13\.0\+cpu, not a CUDA .* build"):
+        check_sources(matrix.flavor(name), sources)
+    with pytest.raises(TrainstackError, match="unset TRAINSTACK_WHEELHOUSE"):
+        write_build_context(matrix.flavor(name), sources, tmp_path / "context")
+    assert not (tmp_path / "context").exists()
+    check_sources(matrix.flavor("cpu"), sources)
+
+
+def test_a_wheelhouse_without_a_foreign_torch_build_is_accepted(matrix, tmp_path):
+    (tmp_path / "torch-2.10.0+cu128-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    (tmp_path / "pyarrow-26.0.1-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    check_sources(matrix.flavor("gpu"), SourceOptions(wheelhouse=tmp_path))
 
 
 def test_cuda_wheel_pins_are_installed_with_the_frameworks(matrix):
@@ -122,10 +204,18 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
 
 
 def test_unknown_cuda_build_tools_are_refused(matrix):
-    with pytest.raises(MatrixError, match="--set cuda.build_tools = 'conda': is not one of pip, apt"):
+    with pytest.raises(MatrixError, match="--set cuda.build_tools = 'conda': is not one of pip, apt, debian"):
         cuda_build(matrix.flavor("gpu-cu13", {"cuda.build_tools": "conda"}))
 
 
 def test_cpu_flavor_has_no_cuda_build(matrix):
     assert cuda_build(matrix.flavor("cpu")) is None
     assert "HOROVOD_NCCL_LINK" not in horovod_build_env(matrix.flavor("cpu"))
+
+
+def test_tritons_bundled_cupti_gives_way_to_the_cuda_12_wheels_copy(matrix):
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu")))
+    assert (" && rm -rf triton/backends/nvidia/lib/cupti \\\n && mkdir triton/backends/nvidia/lib/cupti \\\n"
+            " && ln -s ../../../../../nvidia/cuda_cupti/lib/libcupti.so.12 triton/backends/nvidia/lib/cupti/libcupti.so \\\n"
+            ) in builder
+    assert "triton" not in render_dockerfile(matrix.flavor("gpu-cu13"))

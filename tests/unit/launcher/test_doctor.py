@@ -62,6 +62,25 @@ def test_rules(changes, name, status, text) -> None:
     assert text in check.detail + check.hint
 
 
+@pytest.mark.parametrize("cuda,minimum", [("12.8.90", "525.60.13"), ("13.0.96", "580")])
+def test_gpu_image_without_a_gpu_names_the_driver_minimum_and_the_missing_runtime(cuda, minimum) -> None:
+    manifest = {**MANIFEST, "libraries": {**MANIFEST["libraries"], "cuda": cuda}}
+    facts = dataclasses.replace(HEALTHY, manifest=manifest, gpu_count=0, driver_version=None, driver_cuda=None)
+    check = find(facts, "gpu")
+    assert check.status == "warn"
+    assert f"needs an NVIDIA driver >= {minimum}" in check.detail
+    assert "without the NVIDIA runtime" in check.detail and "--gpus all" in check.hint
+    assert "nvidia-smi lists no GPU" in find(dataclasses.replace(facts, nvidia_smi=True), "gpu").detail
+    assert "fail" not in statuses(facts).values()
+
+
+def test_cuda_12_image_needs_driver_525_60_13_through_minor_version_compatibility() -> None:
+    assert "minor-version compatibility" in find(dataclasses.replace(HEALTHY, gpu_count=0), "gpu").detail
+    assert find(dataclasses.replace(HEALTHY, driver_version="525.60.13"), "driver").status == "ok"
+    old = find(dataclasses.replace(HEALTHY, driver_version="525.60.11"), "driver")
+    assert old.status == "fail" and "525.60.13" in old.hint
+
+
 def test_no_framework_blocks_training() -> None:
     facts = dataclasses.replace(HEALTHY, manifest=None, packages={"pyspark": "4.3.0"})
     assert find(facts, "framework").status == "fail"
