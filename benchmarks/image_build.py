@@ -19,9 +19,10 @@ from pathlib import Path
 
 from trainstack import docker_client
 from trainstack.build import BUILD_DIR, run_build
-from trainstack.build_context import SourceOptions, write_build_context
+from trainstack.build_context import write_build_context
 from trainstack.identity import flavor_image
 from trainstack.matrix import load_matrix
+from trainstack.sources import SourceOptions
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
 SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 8.0, "gpu-cu13": 10.0}

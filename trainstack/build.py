@@ -15,23 +15,22 @@ import docker
 import docker.errors
 
 from trainstack import docker_client
-from trainstack.build_context import SourceOptions, check_sources, write_build_context
+from trainstack.build_context import write_build_context
 from trainstack.errors import TrainstackError
+from trainstack.identity import CONSTRAINTS_PATH, IMAGE_SCRIPTS_DIR, MANIFEST_PATH, image_reference, image_tags
 from trainstack.manifest import (
     HOROVOD_MODULES,
-    content_tag,
     cuda_stack_mismatches,
     manifest_mismatches,
     parse_constraints,
     pip_check_problems,
 )
 from trainstack.matrix import REPO_ROOT, Flavor
+from trainstack.sources import SourceOptions, check_sources
 
 BUILD_DIR = REPO_ROOT / "build"
-MANIFEST_PATH = "/etc/trainstack/manifest.json"
-CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 # images/scripts/check_cuda_stack.py, run in GPU images as their user.
-CUDA_STACK_CHECK = ["python", "/opt/trainstack/bin/check_cuda_stack.py"]
+CUDA_STACK_CHECK = ["python", f"{IMAGE_SCRIPTS_DIR}/check_cuda_stack.py"]
 # Docker keeps these predefined build args out of `docker history`.
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 # A builder script's one-line explanation; the daemon colours stderr with ANSI escapes.
@@ -64,7 +63,7 @@ def build_image(
     except TrainstackError:
         client.images.remove(image_id, force=True)
         raise
-    tags = [f"{image_name}:{flavor.name}", f"{image_name}:{content_tag(manifest)}", *(extra_tags or [])]
+    tags = [*(image_reference(image_name, tag) for tag in image_tags(manifest)), *(extra_tags or [])]
     image = client.images.get(image_id)
     for tag in tags:
         repository, _, name = tag.rpartition(":")

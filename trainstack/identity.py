@@ -5,6 +5,9 @@ host tooling, spell the two paths they need themselves; unit tests hold them to 
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from packaging.version import Version
 
 from trainstack.errors import bad_value
 
@@ -23,6 +26,9 @@ MANIFEST_PATH = "/etc/trainstack/manifest.json"
 CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 EXAMPLES_DIR = "/opt/trainstack/examples"
 DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"
+IMAGE_SCRIPTS_DIR = "/opt/trainstack/bin"
+# Where the image keeps the sources of the two distributions it installs.
+LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
 
 
 def image_reference(image_name: str, tag: str, registry: str | None = None) -> str:
@@ -35,6 +41,32 @@ def flavor_image(flavor: str, registry: str | None = None) -> str:
     from trainstack.matrix import load_matrix
 
     return image_reference(load_matrix().image_name, flavor, registry)
+
+
+def content_tag(manifest: dict[str, Any]) -> str:
+    """A tag that says what is inside, e.g. cpu-py3.11-torch2.13-tf2.21-hvd0.28.1."""
+    packages = manifest["packages"]
+    parts = [manifest["flavor"]]
+    cuda = manifest["libraries"].get("cuda")
+    if cuda:
+        parts.append(f"cuda{_major_minor(cuda)}")
+    parts.append(f"py{_major_minor(manifest['python'])}")
+    parts.append(f"torch{_major_minor(packages['torch'])}")
+    tensorflow = packages.get("tensorflow") or packages.get("tensorflow-cpu")
+    if tensorflow:
+        parts.append(f"tf{_major_minor(tensorflow)}")
+    parts.append(f"hvd{packages['horovod']}")
+    return "-".join(parts)
+
+
+def image_tags(manifest: dict[str, Any]) -> list[str]:
+    """The tags of a built image, from what its manifest says it holds: the flavor and the content tag."""
+    return [manifest["flavor"], content_tag(manifest)]
+
+
+def _major_minor(version: str) -> str:
+    release = Version(version).release
+    return f"{release[0]}.{release[1]}"
 
 
 def check_reference(option: str, value: str) -> str:

@@ -156,29 +156,8 @@ def parse_constraints(text: str) -> dict[str, str]:
     return pins
 
 
-def content_tag(manifest: dict[str, Any]) -> str:
-    """A tag that says what is inside, e.g. cpu-py3.11-torch2.13-tf2.21-hvd0.28.1."""
-    packages = manifest["packages"]
-    parts = [manifest["flavor"]]
-    cuda = manifest["libraries"].get("cuda")
-    if cuda:
-        parts.append(f"cuda{_major_minor(cuda)}")
-    parts.append(f"py{_major_minor(manifest['python'])}")
-    parts.append(f"torch{_major_minor(packages['torch'])}")
-    tensorflow = packages.get("tensorflow") or packages.get("tensorflow-cpu")
-    if tensorflow:
-        parts.append(f"tf{_major_minor(tensorflow)}")
-    parts.append(f"hvd{packages['horovod']}")
-    return "-".join(parts)
-
-
 def _release(version: str, parts: int) -> str:
     return ".".join(str(number) for number in Version(version).release[:parts])
-
-
-def _major_minor(version: str) -> str:
-    release = Version(version).release
-    return f"{release[0]}.{release[1]}"
 
 
 def _same_release(actual: str | None, expected: str) -> bool:

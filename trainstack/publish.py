@@ -8,8 +8,7 @@ import docker.errors
 from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError
-from trainstack.identity import MANIFEST_PATH, image_reference
-from trainstack.manifest import content_tag
+from trainstack.identity import MANIFEST_PATH, image_reference, image_tags
 
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 
@@ -27,7 +26,7 @@ def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
         raise TrainstackError(f"push: {local} has no {MANIFEST_PATH}; rebuild it with `invoke build`")
     repository = f"{registry}/{image_name}"
     pushed = []
-    for tag in (content_tag(json.loads(text)), flavor):
+    for tag in image_tags(json.loads(text)):
         image.tag(repository, tag)
         reference = image_reference(image_name, tag, registry)
         for line in client.api.push(repository, tag=tag, stream=True, decode=True):

@@ -22,9 +22,9 @@ from typing import Any, Sequence
 from packaging.utils import canonicalize_name
 from packaging.version import Version
 
-from trainstack.build_context import CUDA_WHEEL_PREFIX
 from trainstack.errors import TrainstackError
 from trainstack.matrix import Flavor
+from trainstack.requirements import framework_requirements
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple"
 # A pinned pip, since resolution differs across versions; older ones (e.g. 23.2) also
@@ -57,17 +57,11 @@ class Resolution:
     mismatches: list[str]
 
 
-def framework_requirements(flavor: Flavor) -> list[str]:
-    """torch, tensorflow[and-cuda] when present, and the CUDA wheel pins, as the GPU image installs them."""
+def gpu_framework_requirements(flavor: Flavor) -> list[str]:
+    """The builder's first requirement file (requirements.framework_requirements): what decides the CUDA stack."""
     if not flavor.gpu:
         raise ResolverError(f"resolver: flavor {flavor.name!r} has no cuda component; only GPU flavors are checked")
-    requirements = [f"torch=={flavor.version('torch')}"]
-    if "tensorflow" in flavor.components:
-        package = flavor.field("tensorflow", "pip_package") or "tensorflow"
-        requirements.append(f"{package}[and-cuda]=={flavor.version('tensorflow')}")
-    requirements += [f"{name}=={version}" for name, version in sorted(flavor.python_packages.items())
-                     if name.startswith(CUDA_WHEEL_PREFIX)]
-    return requirements
+    return framework_requirements(flavor)
 
 
 def create_resolver_pip(directory: Path) -> list[str]:
@@ -89,7 +83,7 @@ def resolve(flavor: Flavor, pip: Sequence[str] | None = None) -> Resolution:
     """
     python_version = str(flavor.version("python"))
     _check_host_matches(python_version)
-    requirements = framework_requirements(flavor)
+    requirements = gpu_framework_requirements(flavor)
     with tempfile.TemporaryDirectory(prefix="trainstack-resolve-") as tmp:
         pip_command = list(pip) if pip else create_resolver_pip(Path(tmp) / "venv")
         report_path = Path(tmp) / "report.json"

@@ -35,7 +35,7 @@ def _index_url(option: str, url: str | None) -> str | None:
 
 
 def _sources(ca_bundle, wheelhouse, index_url, extra_index_url):
-    from trainstack.build_context import SourceOptions
+    from trainstack.sources import SourceOptions
 
     index_url = _index_url("--index-url", index_url)
     extra_index_url = [_index_url("--extra-index-url", url) for url in extra_index_url or []]

@@ -2,16 +2,12 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.build_context import (
-    SourceOptions,
-    framework_requirements,
-    library_requirements,
-    no_deps_requirements,
-    render_dockerfile,
-    write_build_context,
-)
+from trainstack.build_context import write_build_context
+from trainstack.dockerfile import render_dockerfile
 from trainstack.errors import TrainstackError
 from trainstack.matrix import load_matrix
+from trainstack.requirements import framework_requirements, library_requirements, no_deps_requirements
+from trainstack.sources import SourceOptions
 
 PROXY_SOURCES = SourceOptions(ca_bundle=Path("/ca.pem"), wheelhouse=Path("/wheels"))
 

@@ -4,18 +4,13 @@ from pathlib import Path
 import pytest
 
 from trainstack import resolver
-from trainstack.build_context import (
-    SourceOptions,
-    check_sources,
-    cuda_build,
-    framework_requirements,
-    horovod_build_env,
-    library_requirements,
-    render_dockerfile,
-    write_build_context,
-)
+from trainstack.build_context import write_build_context
+from trainstack.cuda_build import cuda_build
+from trainstack.dockerfile import horovod_build_env, render_dockerfile
 from trainstack.errors import TrainstackError
 from trainstack.matrix import MatrixError, load_matrix
+from trainstack.requirements import framework_requirements, library_requirements
+from trainstack.sources import SourceOptions, check_sources
 
 GPU_FLAVORS = ["gpu", "gpu-cu13"]
 NVIDIA_APT = {"cuda.build_tools": "apt"}
@@ -177,8 +172,10 @@ def test_cuda_wheel_pins_are_installed_with_the_frameworks(matrix):
     assert not any(line.startswith("nvidia-") for line in library_requirements(gpu))
 
 
-def test_resolver_checks_the_cuda_wheel_pins_the_image_installs(matrix):
-    assert resolver.framework_requirements(matrix.flavor("gpu")) == [
+def test_resolver_checks_the_requirements_the_image_installs(matrix):
+    gpu = matrix.flavor("gpu")
+    assert resolver.gpu_framework_requirements(gpu) == framework_requirements(gpu)
+    assert framework_requirements(gpu)[2:] == [
         "torch==2.10.0", "tensorflow[and-cuda]==2.20.0", "nvidia-cuda-nvcc-cu12==12.8.93",
     ]
 

@@ -10,7 +10,7 @@ from trainstack.resolver import (
     clean_pip_env,
     compare_with_flavor,
     dry_run_arguments,
-    framework_requirements,
+    gpu_framework_requirements,
     resolution_failure,
     resolved_versions,
 )
@@ -94,10 +94,11 @@ def test_failure_without_conflict_gives_pip_errors():
 
 
 def test_requirements_are_the_frameworks_as_the_gpu_image_installs_them():
-    assert framework_requirements(CU12) == ["torch==2.10.0", "tensorflow[and-cuda]==2.20.0"]
-    assert framework_requirements(CU13) == ["torch==2.13.0"]
+    build_tools = ["setuptools==80.9.0", "wheel==0.45.1"]
+    assert gpu_framework_requirements(CU12) == [*build_tools, "torch==2.10.0", "tensorflow[and-cuda]==2.20.0"]
+    assert gpu_framework_requirements(CU13) == [*build_tools, "torch==2.13.0"]
     with pytest.raises(ResolverError, match="only GPU flavors"):
-        framework_requirements(make_flavor("cpu", torch="2.13.0+cpu"))
+        gpu_framework_requirements(make_flavor("cpu", torch="2.13.0+cpu"))
 
 
 def test_pip_sees_neither_local_config_nor_find_links(monkeypatch, tmp_path):

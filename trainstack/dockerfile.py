@@ -1,0 +1,123 @@
+"""A flavor's Dockerfile: images/Dockerfile.j2 rendered with values computed here (apt packages, the Horovod
+build, labels, in-image paths), so the template stays declarative and every string reaching a RUN line
+is quoted by construction."""
+from __future__ import annotations
+
+import jinja2
+
+from trainstack import identity
+from trainstack.cuda_build import (
+    CUDA_BUILD_PREFIX,
+    CUDA_WHEEL_HEADERS,
+    NVIDIA_LD_CONF,
+    bundled_cuda_copy_cleanup,
+    cuda_build,
+    site_packages,
+)
+from trainstack.matrix import REPO_ROOT, Flavor
+from trainstack.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
+
+IMAGES_DIR = REPO_ROOT / "images"
+IMAGE_USER = "trainer"
+PROJECT_URL = "https://github.com/trainstack/trainstack"
+RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "procps", "tini", "ca-certificates"]
+BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
+# Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image.
+HEADERS_LEFT_IN_BUILDER = ["torch/include", "tensorflow/include"]
+
+
+def horovod_build_env(flavor: Flavor) -> dict[str, str]:
+    """HOROVOD_* variables that make every wanted extension a hard requirement of the build."""
+    frameworks = flavor.field("horovod", "frameworks") or []
+    controllers = flavor.field("horovod", "controllers") or []
+    env = {f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}
+    for name in ("pytorch", "tensorflow", "mxnet"):
+        if name not in frameworks:
+            env[f"HOROVOD_WITHOUT_{name.upper()}"] = "1"
+    if flavor.field("horovod", "gpu_operations"):
+        env["HOROVOD_GPU_OPERATIONS"] = str(flavor.field("horovod", "gpu_operations")).upper()
+    if flavor.field("horovod", "cuda_architectures"):
+        env["HOROVOD_BUILD_CUDA_CC_LIST"] = ",".join(str(cc) for cc in flavor.field("horovod", "cuda_architectures"))
+    build = cuda_build(flavor)
+    if build:
+        env.update({
+            "HOROVOD_CUDA_HOME": build.home,
+            # Horovod's FindPytorch counts torch as a CUDA build only when torch.utils.cpp_extension finds CUDA_HOME.
+            "CUDA_HOME": build.home,
+            # Link the libcudart.so and libnccl.so.2 the frameworks load rather than static copies.
+            "HOROVOD_CUDA_RUNTIME_LIBRARY": "Shared",
+            "HOROVOD_NCCL_LINK": "SHARED",
+            "HOROVOD_NCCL_INCLUDE": f"{site_packages(flavor)}/nvidia/nccl/include",
+            "HOROVOD_NCCL_LIB": f"{CUDA_BUILD_PREFIX}/nccl",
+        })
+    return env
+
+
+def horovod_patches(flavor: Flavor) -> list[str]:
+    """The matrix's horovod `patch`: one file name or a list of them, applied in order."""
+    patches = flavor.field("horovod", "patch") or []
+    return [patches] if isinstance(patches, str) else list(patches)
+
+
+def labels(flavor: Flavor) -> dict[str, str]:
+    components = {f"{identity.LABEL_PREFIX}.{name}.version": str(spec["version"])
+                  for name, spec in flavor.components.items()}
+    return {
+        "org.opencontainers.image.title": f"trainstack {flavor.name}",
+        "org.opencontainers.image.description": flavor.description,
+        "org.opencontainers.image.source": PROJECT_URL,
+        "org.opencontainers.image.licenses": "Apache-2.0",
+        "org.opencontainers.image.base.name": flavor.base_image,
+        identity.FLAVOR_LABEL: flavor.name,
+        **components,
+    }
+
+
+def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) -> str:
+    java_package = flavor.field("java", "apt_package")
+    context = {
+        "flavor": flavor.name,
+        "base_image": flavor.base_image,
+        "runtime_apt_packages": [*RUNTIME_APT_PACKAGES, java_package],
+        "builder_apt_packages": BUILDER_APT_PACKAGES,
+        "ca_bundle": sources.ca_bundle is not None,
+        "cuda_build": cuda_build(flavor),
+        "cuda_build_prefix": CUDA_BUILD_PREFIX,
+        "build_ca": BUILD_CA_PATH if sources.ca_bundle else None,
+        "nvidia_ld_conf": NVIDIA_LD_CONF if flavor.gpu else None,
+        "builder_env": pip_source_env(sources, flavor),
+        "no_deps_requirements": bool(flavor.no_deps_packages),
+        "horovod_version": flavor.version("horovod"),
+        "horovod_patches": horovod_patches(flavor),
+        "horovod_build_env": horovod_build_env(flavor),
+        "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
+        "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
+        "runtime_env": runtime_env(),
+        "venv": identity.VENV_DIR,
+        "local_package_dirs": identity.LOCAL_PACKAGE_DIRS,
+        "discovery_script": identity.DISCOVERY_SCRIPT_PATH,
+        "examples_dir": identity.EXAMPLES_DIR,
+        "image_scripts_dir": identity.IMAGE_SCRIPTS_DIR,
+        "manifest_path": identity.MANIFEST_PATH,
+        "constraints_path": identity.CONSTRAINTS_PATH,
+        "labels": labels(flavor),
+        "user": IMAGE_USER,
+    }
+    environment = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(IMAGES_DIR),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    return environment.get_template("Dockerfile.j2").render(context)
+
+
+def runtime_env() -> dict[str, str]:
+    return {
+        "PATH": f"{identity.VENV_DIR}/bin:$PATH",
+        "PYSPARK_PYTHON": f"{identity.VENV_DIR}/bin/python",
+        "PYSPARK_DRIVER_PYTHON": f"{identity.VENV_DIR}/bin/python",
+        "PIP_NO_CACHE_DIR": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
