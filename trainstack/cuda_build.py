@@ -8,7 +8,7 @@ from pathlib import PurePosixPath
 
 from packaging.version import Version
 
-from trainstack.identity import VENV_DIR
+from trainstack.identity import site_packages
 from trainstack.matrix import Flavor, MatrixError
 
 # The CUDA headers NVIDIA's wheels carry (the frameworks load only their libraries), left out of GPU images.
@@ -120,10 +120,6 @@ def _kernel_check_command(flavor: Flavor, cuobjdump: str) -> str | None:
         "python", f"{BUILD_SCRIPTS_DIR}/check_cuda_kernels.py", "--cuobjdump", cuobjdump,
         "--architectures", ",".join(str(cc) for cc in architectures), f"{site_packages(flavor)}/horovod",
     ])
-
-
-def site_packages(flavor: Flavor) -> str:
-    return f"{VENV_DIR}/lib/python{flavor.version('python')}/site-packages"
 
 
 def bundled_cuda_copy_cleanup(flavor: Flavor) -> list[str]:

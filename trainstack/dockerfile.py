@@ -3,6 +3,8 @@ build, labels, in-image paths), so the template stays declarative and every stri
 is quoted by construction."""
 from __future__ import annotations
 
+import shlex
+
 import jinja2
 
 from trainstack import identity
@@ -12,8 +14,8 @@ from trainstack.cuda_build import (
     NVIDIA_LD_CONF,
     bundled_cuda_copy_cleanup,
     cuda_build,
-    site_packages,
 )
+from trainstack.identity import site_packages
 from trainstack.matrix import REPO_ROOT, Flavor
 from trainstack.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
 
@@ -100,6 +102,10 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "image_scripts_dir": identity.IMAGE_SCRIPTS_DIR,
         "manifest_path": identity.MANIFEST_PATH,
         "constraints_path": identity.CONSTRAINTS_PATH,
+        "login_profile_path": identity.LOGIN_PROFILE_PATH,
+        "spark_writable_dirs": [identity.SPARK_WORKER_DIR, identity.SPARK_LOG_DIR],
+        # local-cluster's workers (started inside the driver's JVM) ignore SPARK_WORKER_DIR: SPARK_HOME/work.
+        "spark_home_work_dir": f"{site_packages(flavor)}/pyspark/work",
         "labels": labels(flavor),
         "user": IMAGE_USER,
     }
@@ -120,4 +126,17 @@ def runtime_env() -> dict[str, str]:
         "PYSPARK_DRIVER_PYTHON": f"{identity.VENV_DIR}/bin/python",
         "PIP_NO_CACHE_DIR": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        "SPARK_WORKER_DIR": identity.SPARK_WORKER_DIR,
+        "SPARK_LOG_DIR": identity.SPARK_LOG_DIR,
     }
+
+
+def login_profile() -> str:
+    """/etc/profile.d/trainstack.sh: the image's environment again for login shells (bash -l, su -, ssh), which
+    start from /etc/profile's PATH and nothing of docker's ENV."""
+    env = {**runtime_env(), "PIP_CONSTRAINT": identity.CONSTRAINTS_PATH}
+    lines = ["# Written by trainstack: the image's environment for login shells."]
+    for name, value in env.items():
+        # $PATH stays outside the quotes, so the shell expands it.
+        lines.append(f"export {name}=" + '"$PATH"'.join(shlex.quote(part) if part else "" for part in value.split("$PATH")))
+    return "\n".join(lines) + "\n"

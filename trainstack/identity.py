@@ -10,6 +10,7 @@ from typing import Any
 from packaging.version import Version
 
 from trainstack.errors import bad_value
+from trainstack.matrix import Flavor, load_matrix
 
 # Docker's reference grammar (distribution/reference): [HOST[:PORT]/]NAME[/NAME...][:TAG].
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -27,8 +28,18 @@ CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 EXAMPLES_DIR = "/opt/trainstack/examples"
 DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"
 IMAGE_SCRIPTS_DIR = "/opt/trainstack/bin"
+# Login shells (bash -l, su -, ssh) read the image's environment from here.
+LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
+# Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).
+SPARK_WORKER_DIR = "/tmp/spark/work"
+SPARK_LOG_DIR = "/tmp/spark/logs"
 # Where the image keeps the sources of the two distributions it installs.
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
+
+
+def site_packages(flavor: Flavor) -> str:
+    """The venv's site-packages in the image, for the flavor's Python."""
+    return f"{VENV_DIR}/lib/python{flavor.version('python')}/site-packages"
 
 
 def image_reference(image_name: str, tag: str, registry: str | None = None) -> str:
@@ -38,8 +49,6 @@ def image_reference(image_name: str, tag: str, registry: str | None = None) -> s
 
 def flavor_image(flavor: str, registry: str | None = None) -> str:
     """The reference `invoke build` tags a flavor with (image name from the matrix), e.g. trainstack:cpu."""
-    from trainstack.matrix import load_matrix
-
     return image_reference(load_matrix().image_name, flavor, registry)
 
 

@@ -11,13 +11,11 @@ from typing import Any
 from pooltemplates import PoolTemplate, Problem, TemplateError
 from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.units import scale_size
-from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, flavor_image
+from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR, flavor_image
 
 MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 GPU_MODES = ("placeholder", "nvidia")
-# The image's user cannot write under SPARK_HOME, the pyspark package, where the default lies.
-WORKER_DIR = "/tmp/spark-worker"
 
 
 def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
@@ -75,7 +73,7 @@ def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,
         "name": name,
         "hostname": name,
         "command": command,
-        "environment": {"SPARK_WORKER_DIR": WORKER_DIR},
+        "environment": {"SPARK_WORKER_DIR": SPARK_WORKER_DIR},
         "mounts": [],
         "ports": [],
         "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "worker"},
