@@ -68,35 +68,28 @@ def cuda_build(flavor: Flavor) -> CudaBuild | None:
     source = flavor.field("cuda", "build_tools")
     if source == "pip":
         home = f"{CUDA_BUILD_PREFIX}/nvidia/cu{cuda.major}"
-        return CudaBuild(
-            home=home,
-            pip_requirements=[f"cuda-toolkit[nvcc,cccl]=={flavor.field('cuda', 'toolkit')}"],
+        fields = {
+            "pip_requirements": [f"cuda-toolkit[nvcc,cccl]=={flavor.field('cuda', 'toolkit')}"],
             # CMake looks for the toolkit's libraries in lib64, and for libcudart.so to link it shared.
-            links={f"{home}/lib64": "lib", f"{home}/lib/libcudart.so": f"libcudart.so.{cuda.major}", **nccl_link},
-            kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"),
-        )
-    if source == "debian":
+            "links": {f"{home}/lib64": "lib", f"{home}/lib/libcudart.so": f"libcudart.so.{cuda.major}", **nccl_link},
+        }
+    elif source == "debian":
         home = f"{CUDA_BUILD_PREFIX}/debian-cuda"
         # lib64/libcudart.so, which torch's extension build links, is the frameworks' libcudart.
         cudart = f"{site_packages(flavor)}/nvidia/cuda_runtime/lib/libcudart.so.{cuda.major}"
-        return CudaBuild(
-            home=home,
-            debian_toolkit_command=_debian_toolkit_command(flavor, home, cudart),
-            links=nccl_link,
-            kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"),
-        )
-    if source == "apt":
+        fields = {"debian_toolkit_command": _debian_toolkit_command(flavor, home, cudart), "links": nccl_link}
+    elif source == "apt":
         package_suffix = f"{cuda.major}-{cuda.minor}"
         home = f"/usr/local/cuda-{cuda.major}.{cuda.minor}"
-        return CudaBuild(
-            home=home,
-            apt_keyring_url=NVIDIA_APT_KEYRING_URL.format(debian=flavor.version("debian")),
-            apt_packages=[f"cuda-nvcc-{package_suffix}", f"cuda-cudart-dev-{package_suffix}",
-                          f"cuda-cuobjdump-{package_suffix}"],
-            links=nccl_link,
-            kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"),
-        )
-    raise MatrixError(f"matrix: flavor {flavor.name!r} has cuda.build_tools {source!r}; expected pip, debian or apt")
+        fields = {
+            "apt_keyring_url": NVIDIA_APT_KEYRING_URL.format(debian=flavor.version("debian")),
+            "apt_packages": [f"cuda-nvcc-{package_suffix}", f"cuda-cudart-dev-{package_suffix}",
+                             f"cuda-cuobjdump-{package_suffix}"],
+            "links": nccl_link,
+        }
+    else:
+        raise MatrixError(f"matrix: flavor {flavor.name!r} has cuda.build_tools {source!r}; expected pip, debian or apt")
+    return CudaBuild(home=home, kernel_check_command=_kernel_check_command(flavor, f"{home}/bin/cuobjdump"), **fields)
 
 
 def _debian_toolkit_command(flavor: Flavor, home: str, cudart: str) -> str:
