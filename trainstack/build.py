@@ -16,6 +16,7 @@ import docker.errors
 
 from trainstack import docker_client
 from trainstack.build_context import write_build_context
+from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
 from trainstack.identity import CONSTRAINTS_PATH, IMAGE_SCRIPTS_DIR, MANIFEST_PATH, image_reference, image_tags
 from trainstack.manifest import (
@@ -73,14 +74,18 @@ def build_image(
 
 def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dict:
     """Checks what the image holds against the flavor; returns its manifest or raises naming every mismatch."""
+    progress(f"verify: {MANIFEST_PATH} and {CONSTRAINTS_PATH} against the matrix")
     status, manifest_text = docker_client.run_in_image(client, image, ["cat", MANIFEST_PATH])
     if status != 0:
         raise TrainstackError(f"verify: {MANIFEST_PATH} missing in the image: {manifest_text.strip()}")
     manifest = json.loads(manifest_text)
     _, constraints_text = docker_client.run_in_image(client, image, ["cat", CONSTRAINTS_PATH])
     problems = manifest_mismatches(flavor, manifest, parse_constraints(constraints_text))
+    progress("verify: pip check")
     _, pip_check_output = docker_client.run_in_image(client, image, ["pip", "check"])
     problems += pip_check_problems(flavor, pip_check_output)
+    progress("verify: " + ("the CUDA stack in one process (frameworks, Horovod, NCCL)" if flavor.gpu
+                           else "importing the Horovod extensions"))
     problems += _cuda_stack_problems(client, image, flavor) if flavor.gpu else _import_problems(client, image, flavor)
     if problems:
         raise TrainstackError("verify: the image does not match the matrix:\n  " + "\n  ".join(problems))
