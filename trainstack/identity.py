@@ -69,8 +69,9 @@ def content_tag(manifest: dict[str, Any]) -> str:
 
 
 def image_tags(manifest: dict[str, Any]) -> list[str]:
-    """The tags of a built image, from what its manifest says it holds: the flavor and the content tag."""
-    return [manifest["flavor"], content_tag(manifest)]
+    """The tags of a built image, from what its manifest says it holds: the content tag, which never moves,
+    then the flavor's (pushed in this order, a registry never shows the moving tag alone)."""
+    return [content_tag(manifest), manifest["flavor"]]
 
 
 def _major_minor(version: str) -> str:
