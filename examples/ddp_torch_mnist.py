@@ -66,6 +66,9 @@ def main():
         print(f"rank {rank} wrote {checkpoint}", flush=True)
         print(json.dumps({"workflow": "ddp-torch", "ranks": int(ranks.item()), "losses": epoch_losses,
                           "accuracy": accuracy}), flush=True)
+    # Every rank tears the process group down together: a rank that destroyed it while rank 0 still wrote
+    # the checkpoint sometimes aborted in Gloo's teardown ("terminate called without an active exception").
+    dist.barrier()
     dist.destroy_process_group()
 
 
