@@ -57,6 +57,7 @@ def train_fn(lr: float, epochs: int) -> dict:
     accuracy = (predictions == torch.from_numpy(test_labels)).float().mean().item()
     ranks = torch.ones(1)
     dist.all_reduce(ranks)
+    dist.barrier()  # all ranks tear the process group down together (see ddp_torch_mnist.py)
     dist.destroy_process_group()
     return {"rank": rank, "ranks": int(ranks.item()), "losses": losses, "accuracy": accuracy,
             "local_rank": int(os.environ["LOCAL_RANK"])}

@@ -66,6 +66,7 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
         checkpoint = os.path.join(checkpoint_dir, "model.pt")
         torch.save(model.module.state_dict(), checkpoint)
         print(f"rank {rank} wrote {checkpoint}", flush=True)
+    dist.barrier()  # all ranks tear the process group down together (see ddp_torch_mnist.py)
     dist.destroy_process_group()
     return {"ranks": int(ranks.item()), "losses": epoch_losses, "accuracy": accuracy}
 
