@@ -8,6 +8,7 @@ the rules, all before any docker call.
 from __future__ import annotations
 
 import copy
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -117,9 +118,14 @@ def _flavor(name: str, spec: dict[str, Any]) -> Flavor:
     )
 
 
+@functools.cache
+def _schema() -> dict[str, Any]:
+    return json.loads(SCHEMA_PATH.read_text())
+
+
 def schema_problems(data: Any, pointer: str, prefix: str = "") -> list[str]:
     """Every violation of the schema (or of its definition at `pointer`), one line each, named by path."""
-    schema = json.loads(SCHEMA_PATH.read_text())
+    schema = _schema()
     if pointer != "#":
         schema = {"$defs": schema["$defs"], "$ref": pointer}
     validator = jsonschema.Draft202012Validator(schema)

@@ -9,6 +9,7 @@ from typing import Sequence
 
 from . import __version__
 from .backends import plan_job
+from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
@@ -50,7 +51,7 @@ def seconds(text: str) -> float:
 
 def nproc(text: str) -> int | str:
     """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
-    return text if text in ("auto", "gpu", "cpu") else positive(text)
+    return text if text in NPROC_WORDS else positive(text)
 
 
 def nnodes(text: str) -> tuple[int, int | None]:

@@ -9,8 +9,7 @@ from ..validate import host_port, port, positive_int
 
 INSTALL_TORCH = "pip install torch"
 TORCHRUN_DEFAULT_PORT = 29500
-
-
+# torchrun's words for --nproc-per-node besides a count.
 NPROC_WORDS = ("auto", "gpu", "cpu")
 
 
@@ -59,6 +58,7 @@ class TorchPlanner:
             raise MissingBackend("torch", INSTALL_TORCH)
         validate_torch_job(job)
         nproc = processes_per_node(job, machine)
+        ranks = nproc * (job.max_nnodes or job.nnodes)
         nnodes = f"{job.nnodes}:{job.max_nnodes}" if job.max_nnodes is not None else str(job.nnodes)
         argv = [machine.python, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
         if job.rdzv_endpoint is not None:
@@ -72,11 +72,11 @@ class TorchPlanner:
                      "--master-port", str(job.master_port or default_port)]
         if job.max_restarts:
             argv += ["--max-restarts", str(job.max_restarts)]
-        if job.tag_output and nproc * (job.max_nnodes or job.nnodes) > 1:
+        if job.tag_output and ranks > 1:
             argv += ["--tee", "3"]  # each line on the console prefixed with its local rank, [default0]:
         if job.log_dir:
             argv += ["--log-dir", job.log_dir]
         if job.local_ranks_filter:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
-        return Plan("torch", argv, thread_env(machine, nproc), ranks=nproc * (job.max_nnodes or job.nnodes))
+        return Plan("torch", argv, thread_env(machine, nproc), ranks=ranks)
