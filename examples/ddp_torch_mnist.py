@@ -66,8 +66,7 @@ def main():
         print(f"rank {rank} wrote {checkpoint}", flush=True)
         print(json.dumps({"workflow": "ddp-torch", "ranks": int(ranks.item()), "losses": epoch_losses,
                           "accuracy": accuracy}), flush=True)
-    # Every rank tears the process group down together: a rank that destroyed it while rank 0 still wrote
-    # the checkpoint sometimes aborted in Gloo's teardown ("terminate called without an active exception").
+    # Every rank leaves together, so none tears its sockets down while a peer still uses them.
     dist.barrier()
     dist.destroy_process_group()
 

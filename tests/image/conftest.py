@@ -25,13 +25,18 @@ class ImageRunner:
             volumes: dict | None = None, user: str | None = None) -> str:
         """Runs `command` with the test units at /units and the rank scripts at /ranks; asserts the exit code;
         returns the output."""
-        mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, str(RANKS_DIR): {"bind": "/ranks", "mode": "ro"},
-                  **(volumes or {})}
-        status, output = run_container(self.client, {
-            "image": self.image, "command": command, "environment": env or {}, "volumes": mounts,
-            "shm_size": "1g", "user": user}, timeout=timeout)
+        status, output = self.run_status(command, timeout, env, volumes, user)
         assert status == expect, f"exit {status}, expected {expect}; output:\n{output[-4000:]}"
         return output
+
+    def run_status(self, command: list[str] | str, timeout: int = 300, env: dict | None = None,
+                   volumes: dict | None = None, user: str | None = None) -> tuple[int, str]:
+        """Runs `command` as `run` does; returns its exit code and output."""
+        mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, str(RANKS_DIR): {"bind": "/ranks", "mode": "ro"},
+                  **(volumes or {})}
+        return run_container(self.client, {
+            "image": self.image, "command": command, "environment": env or {}, "volumes": mounts,
+            "shm_size": "1g", "user": user}, timeout=timeout)
 
 
 @pytest.fixture(scope="session")
