@@ -18,6 +18,7 @@ CASES = {
     "mpi_openmpi_hosts_env": (["mpi", "-np", "8", "-H", "node0:4,node1:4", "-x", "FOO", "-x", "BAR=baz",
                                "--", "python", "-m", "pkg.train", "--lr", "0.1"], {}),
     "mpi_openmpi_exec_command": (["mpi", "-np", "2", "--", "./run.sh", "arg"], {}),
+    "mpi_openmpi_one_core_per_rank": (["mpi", "-np", "2", "python", "train.py"], {"cpu_count": 2}),
     "mpi_mpich": (["mpi", "-np", "4", "-H", "node0:2,node1:2", "-x", "BAR=baz", "--", "python", "train.py"],
                   {"mpi_flavor": "mpich", "is_root": True}),
     "mpi_horovod_gloo": (["mpi", "--gloo", "-np", "2", "--", "python", "train.py"], {"mpi_flavor": None}),
