@@ -1,11 +1,13 @@
 """Tables for people: `invoke matrix` prints the version table, and `invoke docs` regenerates the
-README's version and workflow tables from the matrix and trainstack/workflows.py."""
+README's version, GPU flavor and workflow tables from the matrix and trainstack/workflows.py."""
 from __future__ import annotations
 
 import shlex
 from typing import Sequence
 
-from trainstack.matrix import Matrix
+from trainrun.doctor import driver_minimum
+from trainstack.identity import image_reference
+from trainstack.matrix import Flavor, Matrix
 from trainstack.workflows import Workflow
 
 COLUMNS = ["python", "torch", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
@@ -21,6 +23,27 @@ def flavor_table(matrix: Matrix, gpu_only: bool = False) -> str:
     flavors = [f for f in matrix.flavors.values() if f.gpu or not gpu_only]
     return _markdown_table(["flavor", *COLUMNS, "base image"],
                            [[f.name, *(f.version(c) or "-" for c in COLUMNS), f.base_image] for f in flavors])
+
+
+def _holds(flavor: Flavor) -> str:
+    frameworks = [f"PyTorch {flavor.version('torch')}"]
+    frameworks.append(f"TensorFlow {flavor.version('tensorflow')}" if flavor.version("tensorflow") else "no TensorFlow")
+    operations = flavor.field("horovod", "gpu_operations")
+    frameworks.append(f"Horovod {flavor.version('horovod')}" + (f" ({operations.upper()})" if operations else ""))
+    return ", ".join(frameworks)
+
+
+def gpu_flavor_table(matrix: Matrix) -> str:
+    """A Markdown table: per GPU flavor what it holds and why, its CUDA stack, the oldest NVIDIA driver
+    that runs it, and the line that starts it."""
+    rows = []
+    for flavor in (f for f in matrix.flavors.values() if f.gpu):
+        cuda = flavor.version("cuda")
+        stack = f"CUDA {cuda}, cuDNN {flavor.version('cudnn')}, NCCL {flavor.version('nccl')}"
+        run = f"`docker run --rm -it --gpus all --shm-size 8g {image_reference(matrix.image_name, flavor.name)}`"
+        rows.append([flavor.name, _holds(flavor), " ".join(flavor.description.split()), stack,
+                     f">= {driver_minimum(cuda)}", run])
+    return _markdown_table(["flavor", "holds", "why", "stack", "NVIDIA driver", "run"], rows)
 
 
 def workflow_table(workflows: Sequence[Workflow]) -> str:
@@ -41,4 +64,5 @@ def _replace_between(text: str, marker: str, content: str) -> str:
 def with_generated_tables(readme: str, matrix: Matrix, workflows: Sequence[Workflow]) -> str:
     """The README text with its generated tables replaced."""
     readme = _replace_between(readme, "matrix-table", flavor_table(matrix))
+    readme = _replace_between(readme, "gpu-flavors-table", gpu_flavor_table(matrix))
     return _replace_between(readme, "workflows-table", workflow_table(workflows))

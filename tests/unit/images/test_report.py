@@ -1,4 +1,4 @@
-from trainstack.docs import flavor_table, with_generated_tables, workflow_table
+from trainstack.docs import flavor_table, gpu_flavor_table, with_generated_tables, workflow_table
 from trainstack.matrix import REPO_ROOT, load_matrix
 from trainstack.workflows import WORKFLOWS
 
@@ -18,3 +18,12 @@ def test_table_has_a_row_per_flavor():
     table = flavor_table(load_matrix())
     assert "| cpu | 3.11 | 2.13.0+cpu | 2.21.0 | 0.28.1 | 4.3.0 |" in table
     assert "| gpu-cu13 | 3.11 | 2.13.0 | - |" in table
+
+
+def test_gpu_flavor_table_says_what_each_holds_and_the_driver_it_needs():
+    rows = gpu_flavor_table(load_matrix()).splitlines()[2:]
+    assert [row.split(" | ")[0] for row in rows] == ["| gpu", "| gpu-cu13"]
+    gpu, cu13 = rows
+    assert "PyTorch 2.10.0, TensorFlow 2.20.0, Horovod 0.28.1 (NCCL)" in gpu and ">= 525.60.13" in gpu
+    assert "no TensorFlow" in cu13 and "only CUDA 12 builds" in cu13 and ">= 580" in cu13
+    assert "`docker run --rm -it --gpus all --shm-size 8g trainstack:gpu-cu13`" in cu13
