@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     _option(mpi, "--network-interface", metavar="IFACE",
             help="the interface for MPI, NCCL and Gloo traffic (sets NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)")
     _option(mpi, "--output-filename", metavar="DIR", help="also write each rank's output to files under DIR")
+    _option(mpi, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     _option(mpi, "--mpi-args", default="", metavar="'ARGS'",
             help="extra arguments for mpirun (or horovodrun with --gloo), split as a shell would")
     _common(mpi, "`python train.py`, `python -m pkg.train` or any command, as mpirun takes it")
@@ -149,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
             help="one GPU per rank (needs spark.task.resource.gpu.amount; default: when the conf gives tasks GPUs)")
     _option(gpu, "--no-gpu", dest="use_gpu", action="store_false", help="run without GPUs")
     _option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
+    _option(spark, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     spark.add_argument("--framework", choices=("torch", "horovod"), default="torch",
                        help="torch: torchrun in each task; horovod: Horovod ranks")
     _common(spark, "a Python script or -m module")
@@ -168,7 +170,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                  parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
         return MpiJob(args.np, program_from_command("command", command), hosts, tuple(args.env), args.gloo,
                       args.tag_output, args.network_interface, args.output_filename,
-                      tuple(shlex.split(args.mpi_args)))
+                      tuple(shlex.split(args.mpi_args)), args.ranks_filter)
     if args.backend == "torch":
         if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
             raise UsageError("--standalone", True, "a single-node job: without --nnodes > 1, --master-addr or "
@@ -180,7 +182,8 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     conf = tuple(key_value("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,
-                    template_set, conf, args.use_gpu, args.local_mode, args.framework, args.verbose)
+                    template_set, conf, args.use_gpu, args.local_mode, args.framework, args.verbose,
+                    args.ranks_filter)
 
 
 def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:

@@ -18,6 +18,7 @@ class MpiJob:
     network_interface: str | None = None  # the one interface MPI, NCCL and Gloo traffic uses
     output_filename: str | None = None  # a directory for each rank's output files (Open MPI)
     launcher_args: tuple[str, ...] = ()  # passed to mpirun (or horovodrun) as given
+    ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
 
 
 @dataclass(frozen=True)
@@ -50,3 +51,4 @@ class SparkJob:
     local_mode: bool = False
     framework: str = "torch"  # "torch": torchrun in each task; "horovod": Horovod Gloo ranks
     verbose: bool = False  # Spark's own log lines and warnings too
+    ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"

@@ -21,6 +21,14 @@ def port(option: str, value: int) -> int:
     return value
 
 
+def rank_list(option: str, value: str, num_processes: int) -> str:
+    """`0` or `0,2`: ranks of a job of `num_processes`, normalized (sorted, no repeats)."""
+    parts = value.split(",")
+    if not all(part.strip().isdigit() and int(part) < num_processes for part in parts):
+        raise UsageError(option, value, f"rank numbers below {num_processes}, comma-separated, e.g. 0 or 0,1")
+    return ",".join(str(rank) for rank in sorted({int(part) for part in parts}))
+
+
 def host_port(option: str, value: str) -> tuple[str, int]:
     host, sep, number = value.rpartition(":")
     if not sep or not host or not number.isdigit():

@@ -60,6 +60,21 @@ def test_mpi_plain_command_gets_the_rank_environment_tagged_by_rank(tmp_path) ->
     untagged = run_trainrun(["mpi", "-np", "2", "--no-tag-output", "--", "sh", "-c", 'echo "rank $RANK"'],
                             trainrun_env(tmp_path))
     assert sorted(untagged.stdout.splitlines()) == ["rank 0", "rank 1"]
+    filtered = run_trainrun(["mpi", "-np", "2", "--ranks-filter", "1", "--no-tag-output", "sh", "-c",
+                             'echo "rank $RANK"; echo "rank $RANK err" >&2'], trainrun_env(tmp_path))
+    assert filtered.stdout.splitlines() == ["rank 1"] and "rank 1 err" in filtered.stderr
+    assert "rank 0" not in filtered.stderr
+
+
+@requires(torch=True, spark=True)
+def test_spark_output_is_tagged_and_filtered_by_rank(tmp_path) -> None:
+    script = tmp_path / "hello.py"
+    script.write_text("import os\nprint('hello from', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n")
+    launch = run_trainrun(["spark", "--num-processes", "2", "--ranks-filter", "1", "python", str(script)],
+                          trainrun_env(tmp_path))
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    assert [line for line in launch.stdout.splitlines() if "hello" in line] == ["[rank 1] hello from 1 of 2"]
+    assert "Error" not in launch.stderr, launch.stderr[-3000:]
 
 
 @requires(torch=True)

@@ -8,7 +8,8 @@ from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
 from ..plan import Plan, thread_env
-from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, positive_int
+from ..rank.env import SHOW_RANKS
+from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, positive_int, rank_list
 
 # What reaches every rank on every host besides the job's own -x variables.
 FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV")
@@ -53,6 +54,8 @@ def hosts_and_env(job: MpiJob, machine: Machine) -> tuple[tuple[HostSlots, ...],
     env = {**rendezvous_env(hosts, machine), **thread_env(machine, max(host.slots for host in hosts))}
     if job.network_interface:
         env.update({name: job.network_interface for name in INTERFACE_VARIABLES})
+    if job.ranks_filter is not None:
+        env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, job.num_processes)
     return hosts, {**env, **user_env("-x", job.env, machine.environ)}
 
 

@@ -12,7 +12,7 @@ import os
 import runpy
 import sys
 
-from .env import launcher_rank_env
+from .env import launcher_rank_env, output_shown
 from .status import exit_code_of, record_failure
 
 
@@ -40,8 +40,17 @@ def run_program(args: list[str]) -> None:
         runpy.run_path(args[0], run_name="__main__")
 
 
+def _silence() -> None:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    os.close(devnull)
+
+
 def main(args: list[str]) -> int:
     os.environ.update(launcher_rank_env(os.environ))
+    if not output_shown(os.environ):
+        _silence()
     if not args:
         print("usage: python -m trainrun.rank [-m module | --payload FILE RESULT | script] ARGS",
               file=sys.stderr)

@@ -14,6 +14,8 @@ from typing import Mapping
 
 from .status import STATUS_DIR
 
+# Set by --ranks-filter: the ranks whose output is shown ("0" or "0,2"); the others' goes to /dev/null.
+SHOW_RANKS = "TRAINRUN_SHOW_RANKS"
 # First match wins: Open MPI, MPICH/Hydra (PMI), then Horovod's Gloo launcher. torchrun sets the targets itself.
 SOURCES = {
     "RANK": ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "HOROVOD_RANK"),
@@ -34,6 +36,12 @@ def launcher_rank_env(environ: Mapping[str, str]) -> dict[str, str]:
     return mapped
 
 
+def output_shown(environ: Mapping[str, str]) -> bool:
+    """Whether this rank's output is shown under --ranks-filter (always, without one)."""
+    shown = environ.get(SHOW_RANKS)
+    return shown is None or environ.get("RANK", "") in shown.split(",")
+
+
 def _export(name: str, sources: tuple[str, ...]) -> str:
     """`export NAME=<the first of sources that is set>`, only when one is set, as launcher_rank_env maps."""
     value = f"${sources[-1]}"
@@ -44,11 +52,13 @@ def _export(name: str, sources: tuple[str, ...]) -> str:
 
 
 def shell_rank_script(python: str) -> str:
-    """Exports the rank variables, runs "$@", and on failure records it with `python -m trainrun.rank.status`
-    (the one writer of status records; Python starts only when a rank has failed)."""
+    """Exports the rank variables, silences a rank --ranks-filter leaves out (as output_shown decides), runs
+    "$@", and on failure records it with `python -m trainrun.rank.status` (the one writer of status records;
+    Python starts only when a rank has failed)."""
     record = f'[ -d "${{{STATUS_DIR}-}}" ] && {shlex.quote(python)} -m trainrun.rank.status "$code"'
+    silence = f'case ",${{{SHOW_RANKS}-${{RANK-}}}}," in *",${{RANK-}},"*) ;; *) exec >/dev/null 2>&1 ;; esac'
     return "; ".join([
-        *(_export(name, sources) for name, sources in SOURCES.items()),
+        *(_export(name, sources) for name, sources in SOURCES.items()), silence,
         '"$@"', "code=$?", f'if [ "$code" -ne 0 ]; then {record}; fi', 'exit "$code"',
     ])
 

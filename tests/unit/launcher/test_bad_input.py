@@ -30,6 +30,10 @@ USAGE_CASES = {
                              "with --template"),
     "conf without value": (["spark", "--num-processes", "2", "--conf", "spark.x", "--", "t.py"], "--conf",
                            "KEY=VALUE"),
+    "rank filter beyond the job": (["mpi", "-np", "2", "--ranks-filter", "0,2", "python", "t.py"],
+                                   "--ranks-filter", "rank numbers below 2"),
+    "rank filter not numbers": (["spark", "--num-processes", "2", "--ranks-filter", "first", "t.py"],
+                                "--ranks-filter", "comma-separated"),
     "local mode gpus": (["spark", "--local-mode", "--use-gpu", "--num-processes", "4", "--", "t.py"],
                         "--num-processes", "at most 0"),
 }

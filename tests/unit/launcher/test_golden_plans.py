@@ -30,6 +30,8 @@ CASES = {
                     "--rdzv-id", "job7", "--", "train.py"], {}),
     "spark_local_cluster": (["spark", "--master", "local-cluster[2,1,1024]", "--num-processes", "2",
                              "--", "train.py", "--epochs", "1"], {}),
+    "spark_ranks_filter": (["spark", "--num-processes", "3", "--ranks-filter", "2,0", "t.py"], {}),
+    "mpi_ranks_filter": (["mpi", "-np", "4", "--ranks_filter", "0", "python", "t.py"], {}),
     "spark_default_master": (["spark", "--num-processes", "3", "--", "-m", "pkg.train"], {}),
     "spark_template_gpu": (["spark", "--template", "gpu-pool", "--set", "executor.instances=4",
                             "--conf", "spark.network.timeout=600s", "--master", "spark://head:7077",

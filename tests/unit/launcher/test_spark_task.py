@@ -31,14 +31,24 @@ def test_horovod_env_makes_each_task_a_one_slot_host() -> None:
     assert env["HOROVOD_GLOO_IFACE"] == "eth0"
 
 
-def test_torch_task_runs_torchrun_as_node_of_n() -> None:
+def test_torch_task_is_rank_n_with_torchruns_variables() -> None:
     config = TaskConfig(3, Program("script", "t.py", ("--lr", "1")), "torch", False, ("h", 1))
-    argv, env = rank_command(config, 2, "10.0.0.7", Rendezvous("10.0.0.5", 29400, None),
+    argv, env = rank_command(config, 2, ["10.0.0.5", "10.0.0.7", "10.0.0.7"], Rendezvous("10.0.0.5", 29400, None),
                              config.program, "/tmp/w")
-    assert argv[1:] == ["-m", "torch.distributed.run", "--nnodes", "3", "--nproc-per-node", "1",
-                        "--node-rank", "2", "--master-addr", "10.0.0.5", "--master-port", "29400",
-                        "-m", "trainrun.rank", "t.py", "--lr", "1"]
-    assert env["TRAINRUN_STATUS_DIR"] == "/tmp/w"
+    assert argv[1:] == ["-m", "trainrun.rank", "t.py", "--lr", "1"]
+    assert {name: env[name] for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                                         "MASTER_PORT", "TRAINRUN_STATUS_DIR")} == {
+        "RANK": "2", "WORLD_SIZE": "3", "LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "10.0.0.5",
+        "MASTER_PORT": "29400", "TRAINRUN_STATUS_DIR": "/tmp/w"}
+
+
+def test_torch_tasks_on_one_host_share_its_cores(monkeypatch) -> None:
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    config = TaskConfig(2, Program("script", "t.py"), "torch", False, ("h", 1))
+    _, env = rank_command(config, 1, ["10.0.0.7", "10.0.0.7"], Rendezvous("10.0.0.7", 29400, None),
+                          config.program, "/tmp/w")
+    assert env["OMP_NUM_THREADS"] == "4"
 
 
 def test_driver_argv_round_trip() -> None:

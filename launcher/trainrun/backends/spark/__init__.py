@@ -8,7 +8,7 @@ from ...errors import MissingBackend, UsageError
 from ...job import MpiJob, SparkJob, TorchJob
 from ...machine import Machine
 from ...plan import Plan
-from ...validate import positive_int
+from ...validate import positive_int, rank_list
 from ..mpi import MpiPlanner
 from ..torch import TorchPlanner
 
@@ -56,8 +56,10 @@ class SparkPlanner:
             raise UsageError("--set", job.template_set[0][0], "used together with --template")
         if job.framework not in FRAMEWORKS:
             raise UsageError("--framework", job.framework, " or ".join(FRAMEWORKS))
+        shown = None if job.ranks_filter is None else rank_list("--ranks-filter", job.ranks_filter,
+                                                                  job.num_processes)
         if job.local_mode:
-            return self._local_plan(job, machine)
+            return self._local_plan(job, machine, shown)
         if not machine.has_pyspark:
             raise MissingBackend("pyspark", INSTALL_PYSPARK)
         if not machine.has_java:
@@ -74,6 +76,8 @@ class SparkPlanner:
             argv += ["--conf", f"{key}={value}"]
         if job.verbose:
             argv.append("--verbose")
+        if shown is not None:
+            argv += ["--ranks-filter", shown]
         argv += ["--", *job.program.rank_args()]
         env = {}
         if machine.spark_home and "SPARK_HOME" not in machine.environ:
@@ -92,7 +96,7 @@ class SparkPlanner:
         conf.update(job.conf)
         return conf
 
-    def _local_plan(self, job: SparkJob, machine: Machine) -> Plan:
+    def _local_plan(self, job: SparkJob, machine: Machine, shown: str | None) -> Plan:
         """TorchDistributor's local_mode: all ranks on this host, no Spark session needed."""
         if job.template:
             self._conf(job, bool(job.use_gpu))
@@ -100,7 +104,7 @@ class SparkPlanner:
             raise UsageError("--num-processes", job.num_processes,
                              f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
         if job.framework == "torch":
-            plan = TorchPlanner().plan(TorchJob(job.num_processes, job.program), machine)
+            plan = TorchPlanner().plan(TorchJob(job.num_processes, job.program, local_ranks_filter=shown), machine)
         else:
-            plan = MpiPlanner().plan(MpiJob(job.num_processes, job.program), machine)
+            plan = MpiPlanner().plan(MpiJob(job.num_processes, job.program, ranks_filter=shown), machine)
         return Plan(f"spark local mode: {plan.backend}", plan.argv, plan.env, ranks=plan.ranks)

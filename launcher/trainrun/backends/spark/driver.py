@@ -23,7 +23,8 @@ from .task import TaskConfig, run_barrier_task
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
 
-def run_barrier_job(session: Any, num_processes: int, program: Program, framework: str, use_gpu: bool) -> bytes | None:
+def run_barrier_job(session: Any, num_processes: int, program: Program, framework: str, use_gpu: bool,
+                    shown_ranks: str | None = None) -> bytes | None:
     """Run the barrier stage; returns rank 0's pickled result for a function payload, else None."""
     sc = session.sparkContext
     payload = None
@@ -33,7 +34,7 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
     group = f"trainrun-{uuid.uuid4().hex}"
     # The first failing rank cancels the stage at once, instead of Spark retrying the barrier stage.
     server = OutputServer(sc.getConf().get("spark.driver.host"), lambda failure: sc.cancelJobGroup(group))
-    config = TaskConfig(num_processes, program, framework, use_gpu, server.address, payload)
+    config = TaskConfig(num_processes, program, framework, use_gpu, server.address, payload, shown_ranks)
     sc.setJobGroup(group, "trainrun barrier job", interruptOnCancel=True)
     try:
         results = (sc.parallelize(range(num_processes), num_processes).barrier()
@@ -67,6 +68,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     gpu.add_argument("--no-gpu", dest="use_gpu", action="store_false")
     parser.add_argument("--conf", action="append", default=[])
     parser.add_argument("--verbose", action="store_true", help="Spark's own warnings and log lines too")
+    parser.add_argument("--ranks-filter", help="show only these ranks' output, e.g. 0 or 0,1")
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
 
 
@@ -101,7 +103,8 @@ def main(argv: Sequence[str]) -> int:
     if not args.verbose:
         session.sparkContext.setLogLevel("ERROR")
     try:
-        result = run_barrier_job(session, args.num_processes, program, args.framework, args.use_gpu)
+        result = run_barrier_job(session, args.num_processes, program, args.framework, args.use_gpu,
+                                 args.ranks_filter)
     except TrainrunError as err:
         print(f"trainrun: {err}", file=sys.stderr)
         if isinstance(err, JobFailed):

@@ -13,11 +13,11 @@ import tempfile
 from dataclasses import dataclass
 from typing import Iterator
 
-from ...job import TorchJob
 from ...machine import Machine, interface_for_address
+from ...plan import thread_env
 from ...program import Program
+from ...rank.env import SHOW_RANKS
 from ...rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
-from ..torch import TorchPlanner
 from .output import OutputClient
 
 PR_SET_PDEATHSIG = 1
@@ -31,6 +31,7 @@ class TaskConfig:
     use_gpu: bool
     output_address: tuple[str, int]
     payload: bytes | None = None  # the cloudpickled function of trainrun.run(fn)
+    shown_ranks: str | None = None  # --ranks-filter: only these ranks' output, e.g. "0,1"
 
 
 @dataclass(frozen=True)
@@ -79,19 +80,26 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def rank_command(config: TaskConfig, task_index: int, own_host: str, rendezvous: Rendezvous, program: Program,
-                 workdir: str) -> tuple[list[str], dict[str, str]]:
+def rank_command(config: TaskConfig, task_index: int, task_hosts: list[str], rendezvous: Rendezvous,
+                 program: Program, workdir: str) -> tuple[list[str], dict[str, str]]:
+    """The task's one rank and its environment. A torch rank gets torchrun's variables directly, each task a
+    node of one process as TorchDistributor makes it, but without a torchrun agent per task: the agents'
+    exit barrier, hosted by task 0's agent, printed connection errors from the others when task 0 ended
+    first, and each agent cost a second Python start."""
     env = {STATUS_DIR: workdir, "PYTHONUNBUFFERED": "1"}
+    if config.shown_ranks is not None:
+        env[SHOW_RANKS] = config.shown_ranks
+    own_host = task_hosts[task_index]
     if config.framework == "horovod":
         env.update(horovod_task_env(task_index, config.num_processes, rendezvous, interface_for_address(own_host)))
         env.update(MASTER_ADDR=rendezvous.master_addr, MASTER_PORT=str(rendezvous.master_port))
         return program.rank_argv(sys.executable), env
     machine = Machine(is_root=os.geteuid() == 0, cpu_count=os.cpu_count() or 1, environ=os.environ,
                       python=sys.executable, free_port=rendezvous.master_port)
-    # The driver prefixes each task's output with its rank already.
-    job = TorchJob(1, program, nnodes=config.num_processes, node_rank=task_index,
-                   master_addr=rendezvous.master_addr, master_port=rendezvous.master_port, tag_output=False)
-    return TorchPlanner().plan(job, machine).argv, env
+    env.update(RANK=str(task_index), WORLD_SIZE=str(config.num_processes), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
+               GROUP_RANK=str(task_index), MASTER_ADDR=rendezvous.master_addr,
+               MASTER_PORT=str(rendezvous.master_port), **thread_env(machine, task_hosts.count(own_host)))
+    return [sys.executable, "-m", "trainrun.rank", *program.rank_args()], env
 
 
 def task_gpus(ctx) -> str:
@@ -131,7 +139,7 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
             with open(payload_path, "wb") as f:
                 f.write(config.payload)
             program = Program("payload", payload_path, (result_path,))
-        argv, env = rank_command(config, task_index, task_hosts[task_index], rendezvous, program, workdir)
+        argv, env = rank_command(config, task_index, task_hosts, rendezvous, program, workdir)
         if cuda_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = cuda_devices
         if port_holder is not None:
