@@ -76,6 +76,8 @@ def _common(parser: argparse.ArgumentParser, launcher: str) -> None:
                         help="stop the whole job after SECONDS and exit 124")
     parser.add_argument("--verbose", action="store_true",
                         help="print the plan before starting the job (spark: Spark's own log lines too)")
+    _option(parser, "--timestamp-output", action="store_true",
+            help="prefix each output line with the time it arrived (HH:MM:SS.mmm)")
     _option(parser, "--no-tag-output", dest="tag_output", action="store_false",
             help="do not prefix each output line with its rank (the default with more than one rank)")
     parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM ...",
@@ -211,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         started = time.monotonic()
         try:
-            run_plan(plan, timeout=args.timeout)
+            run_plan(plan, timeout=args.timeout, timestamps=args.timestamp_output)
         except JobFailed as err:
             print(f"trainrun: {err} ({_summary(plan, time.monotonic() - started)})", file=sys.stderr)
             return err.exit_code

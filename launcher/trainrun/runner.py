@@ -14,6 +14,7 @@ from .errors import JobFailed
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes
 from .rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
+from .timestamps import TimestampedOutput
 
 POLL_SECONDS = 0.2
 # After a rank fails, the launcher (torchrun, mpirun, Spark) gets this long to stop the others itself.
@@ -76,15 +77,19 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
-def run_plan(plan: Plan, timeout: float | None = None) -> None:
-    """Run the plan to completion; raises JobFailed naming the failed rank and its exit code."""
+def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False) -> None:
+    """Run the plan to completion; raises JobFailed naming the failed rank and its exit code. With
+    `timestamps`, each output line is prefixed with the time it arrived."""
+    output = TimestampedOutput() if timestamps else None
     job_id = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="trainrun-") as status_dir, _Signals() as signals:
         env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
         # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
         # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
         # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
-        proc = subprocess.Popen(plan.argv, env=env, process_group=0)
+        proc = subprocess.Popen(plan.argv, env=env, process_group=0, **(output.popen_streams if output else {}))
+        if output:
+            output.start(proc)
         pidfd = _open_pidfd(proc.pid)
         started = time.monotonic()
         stopped: JobFailed | None = None  # set when trainrun itself stops the job: signal or --timeout
@@ -110,6 +115,8 @@ def run_plan(plan: Plan, timeout: float | None = None) -> None:
                 break
         if pidfd is not None:
             os.close(pidfd)
+        if output:
+            output.drain()
         failure = first_failure(status_dir)
         if code != 0 or failure or stopped:
             end_job_processes(job_id, TERM_GRACE)

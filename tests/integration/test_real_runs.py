@@ -64,6 +64,10 @@ def test_mpi_plain_command_gets_the_rank_environment_tagged_by_rank(tmp_path) ->
                              'echo "rank $RANK"; echo "rank $RANK err" >&2'], trainrun_env(tmp_path))
     assert filtered.stdout.splitlines() == ["rank 1"] and "rank 1 err" in filtered.stderr
     assert "rank 0" not in filtered.stderr
+    stamped = run_trainrun(["mpi", "-np", "2", "--timestamp-output", "sh", "-c", 'echo "rank $RANK"'],
+                           trainrun_env(tmp_path))
+    assert sorted(re.sub(r"^\d\d:\d\d:\d\d\.\d{3} ", "", line) for line in stamped.stdout.splitlines()) == [
+        "[1,0]<stdout>:rank 0", "[1,1]<stdout>:rank 1"], stamped.stdout
 
 
 @requires(torch=True, spark=True)
