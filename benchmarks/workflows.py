@@ -31,8 +31,7 @@ BY_NAME = {workflow.name: workflow.command for workflow in WORKFLOWS}
 # trainrun's command and its plain twin, training the same example the same way.
 PAIRS = {
     "horovod-torch (mpirun)": (BY_NAME["horovod-torch-trainrun"], BY_NAME["horovod-torch-mpirun"]),
-    "horovod-keras (mpirun)": (BY_NAME["horovod-keras"],
-                               ["mpirun", "-np", "2", *BY_NAME["horovod-keras"][4:]]),
+    "horovod-keras (mpirun)": (BY_NAME["horovod-keras"], BY_NAME["horovod-keras-mpirun"]),
     "ddp (torchrun)": (BY_NAME["ddp-torchrun"], ["torchrun", *BY_NAME["ddp-torchrun"][2:]]),
     "ddp on Spark local[2] (TorchDistributor)": (
         ["trainrun", "spark", "--num-processes", "2", f"{EXAMPLES_DIR}/ddp_torch_mnist.py", "--lr=0.04",

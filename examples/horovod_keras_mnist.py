@@ -1,19 +1,18 @@
-"""The classic Horovod + Keras recipe (horovod.tensorflow.keras), run with `trainrun mpi -np 2`.
+"""The classic Horovod + Keras recipe (horovod.tensorflow.keras), run with `trainrun mpi -np 2` or `mpirun -np 2`.
 
-horovod.tensorflow.keras works with Keras 2 only (Horovod issue #4290): the image ships tf_keras,
-and TF_USE_LEGACY_KERAS=1 makes `tf.keras` resolve to it. Rank 0 alone writes the checkpoint.
+`tf.keras` is Keras 3 by default (the image's Horovod is patched for it) and Keras 2 with
+TF_USE_LEGACY_KERAS=1. Rank 0 alone writes the checkpoint; the summary says whether every rank
+ended with the same weights.
 """
 import json
 import os
 
-os.environ.setdefault("TF_USE_LEGACY_KERAS", "1")
+import horovod.tensorflow.keras as hvd
+import numpy as np
+import tensorflow as tf
 
-import horovod.tensorflow.keras as hvd  # noqa: E402
-import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
-
-from digit_keras_net import digit_keras_net  # noqa: E402
-from synthetic_digits import make_digits, training_arguments  # noqa: E402
+from digit_keras_net import digit_keras_net
+from synthetic_digits import make_digits, training_arguments
 
 
 def main():
@@ -48,10 +47,14 @@ def main():
     test_images, test_labels = make_digits(1000, seed=1)
     _, accuracy = model.evaluate(np.transpose(test_images, (0, 2, 3, 1)), test_labels, verbose=0)
     ranks_seen = int(hvd.allreduce(tf.constant(1.0), op=hvd.Sum).numpy())
+    weights = np.concatenate([w.ravel() for w in model.get_weights()])
+    every_rank = hvd.allgather(tf.constant(weights[None, :])).numpy()
     if hvd.rank() == 0:
         print(f"rank {hvd.rank()} wrote {args.checkpoint_dir}/model.weights.h5", flush=True)
-        print(json.dumps({"workflow": "horovod-keras", "ranks": ranks_seen, "losses": [float(loss) for loss in history.history["loss"]],
-                          "accuracy": float(accuracy)}), flush=True)
+        print(json.dumps({"workflow": "horovod-keras", "keras": getattr(tf.keras, "__version__", "2 (tf_keras)"),
+                          "ranks": ranks_seen, "losses": [float(loss) for loss in history.history["loss"]],
+                          "accuracy": float(accuracy),
+                          "same_weights_on_every_rank": bool((every_rank == every_rank[0]).all())}), flush=True)
 
 
 if __name__ == "__main__":

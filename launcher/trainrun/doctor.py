@@ -5,6 +5,7 @@ unit-tested without the hardware it is about.
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -19,7 +20,9 @@ from .machine import default_route_interface, detect_mpi_flavor, gpu_count
 
 MANIFEST = "/etc/trainstack/manifest.json"
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
-REPORTED_PACKAGES = (*FRAMEWORKS, "pyspark", "mpi4py", "cloudpickle", "psutil")
+REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "mpi4py", "cloudpickle", "psutil")
+# TensorFlow >= 2.16 makes tf.keras Keras 2 (the tf_keras package) only for these values.
+LEGACY_KERAS_VALUES = ("true", "True", "1")
 SHM_NEEDED = 1 << 30  # DataLoader workers and NCCL's shared-memory transport want far more than Docker's 64 MiB
 # The oldest Linux driver that runs each CUDA major's runtime: any 12.x through minor-version
 # compatibility from 525.60.13 (CUDA 12.0's minimum), 13.x from 580.
@@ -50,6 +53,7 @@ class Facts:
     java: str | None = None
     environ: Mapping[str, str] = field(default_factory=dict)
     nvidia_smi: bool = False  # the NVIDIA container runtime (`--gpus all`) mounts it with the driver
+    horovod_keras_3: bool = False  # Horovod carries the Keras 3 patch (images/patches/horovod-0.28.1-keras3.patch)
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -81,6 +85,38 @@ def package_checks(facts: Facts) -> list[Check]:
     if not any(facts.packages.get(name) for name in FRAMEWORKS):
         checks.append(Check("framework", "fail", "none of torch, tensorflow, horovod is installed",
                             "pip install torch (or use a trainstack image)"))
+    return checks
+
+
+def tf_keras_flavor(facts: Facts) -> str | None:
+    """Which Keras `tf.keras` is, as TensorFlow decides it: "keras 3", "keras 2"; None without TensorFlow."""
+    tensorflow = facts.packages.get("tensorflow") or facts.packages.get("tensorflow-cpu")
+    if tensorflow is None:
+        return None
+    legacy = facts.environ.get("TF_USE_LEGACY_KERAS") in LEGACY_KERAS_VALUES
+    if _version_tuple(tensorflow) < (2, 16) or (legacy and facts.packages.get("tf_keras")):
+        return "keras 2"
+    return "keras 3"
+
+
+def keras_checks(facts: Facts) -> list[Check]:
+    flavor = tf_keras_flavor(facts)
+    if flavor is None:
+        return []
+    if flavor == "keras 2":
+        source = "tf_keras, TF_USE_LEGACY_KERAS=1" if facts.packages.get("tf_keras") else "TensorFlow < 2.16"
+        checks = [Check("tf.keras", "ok", f"Keras 2 ({source})")]
+    else:
+        checks = [Check("tf.keras", "ok", f"Keras {facts.packages.get('keras') or '3'}"
+                        + ("; TF_USE_LEGACY_KERAS=1 would give Keras 2 (tf_keras)" if facts.packages.get("tf_keras")
+                           else ""))]
+    if facts.packages.get("horovod"):
+        if flavor == "keras 2" or facts.horovod_keras_3:
+            checks.append(Check("horovod-keras", "ok", f"horovod.tensorflow.keras supports {flavor.title()}"))
+        else:
+            checks.append(Check("horovod-keras", "warn", "horovod.tensorflow.keras supports Keras 2 only here "
+                                "(Horovod issue #4290)", "set TF_USE_LEGACY_KERAS=1 with tf_keras installed, "
+                                "or use a trainstack image, whose Horovod supports Keras 3"))
     return checks
 
 
@@ -185,8 +221,8 @@ def tool_checks(facts: Facts) -> list[Check]:
 
 
 def run_checks(facts: Facts) -> list[Check]:
-    return [*manifest_checks(facts), *package_checks(facts), *cuda_checks(facts), *network_checks(facts),
-            *shm_checks(facts), *tool_checks(facts)]
+    return [*manifest_checks(facts), *package_checks(facts), *keras_checks(facts), *cuda_checks(facts),
+            *network_checks(facts), *shm_checks(facts), *tool_checks(facts)]
 
 
 def _installed(name: str) -> str | None:
@@ -216,6 +252,19 @@ def _nvidia_facts() -> tuple[int, str | None, str | None]:
 def _torch_cuda() -> str | None:
     out = _run([sys.executable, "-c", "import torch; print(torch.version.cuda or '')"])
     return out.strip() or None if out else None
+
+
+def _horovod_keras_3() -> bool:
+    # Read, not imported: importing horovod.tensorflow imports TensorFlow, seconds of start-up.
+    spec = importlib.util.find_spec("horovod")
+    if spec is None or not spec.submodule_search_locations:
+        return False
+    util = os.path.join(list(spec.submodule_search_locations)[0], "tensorflow", "util.py")
+    try:
+        with open(util) as f:
+            return "def var_ref(" in f.read()
+    except OSError:
+        return False
 
 
 def _mpi() -> str | None:
@@ -248,7 +297,7 @@ def collect_facts(environ: Mapping[str, str]) -> Facts:
     return Facts(manifest_path, manifest, {name: _installed(name) for name in sorted(names)}, gpu_count, driver,
                  driver_cuda, _torch_cuda() if gpu_count else None, shm, default_route_interface(),
                  tuple(sorted(psutil.net_if_addrs())), _mpi(), _java(), dict(environ),
-                 nvidia_smi=shutil.which("nvidia-smi") is not None)
+                 nvidia_smi=shutil.which("nvidia-smi") is not None, horovod_keras_3=_horovod_keras_3())
 
 
 def format_checks(checks: list[Check]) -> str:

@@ -98,3 +98,24 @@ def test_default_route_interface(tmp_path) -> None:
                      "ens5\t00000000\t0100000A\n")
     assert default_route_interface(str(table)) == "ens5"
     assert default_route_interface(str(tmp_path / "missing")) is None
+
+
+TENSORFLOW = {"tensorflow-cpu": "2.21.0", "keras": "3.15.1", "tf_keras": "2.21.0", "horovod": "0.28.1"}
+
+
+@pytest.mark.parametrize("environ, patched, keras, horovod", [
+    ({}, True, "Keras 3.15.1; TF_USE_LEGACY_KERAS=1 would give Keras 2 (tf_keras)", "ok"),
+    ({"TF_USE_LEGACY_KERAS": "1"}, False, "Keras 2 (tf_keras, TF_USE_LEGACY_KERAS=1)", "ok"),
+    ({}, False, "Keras 3.15.1; TF_USE_LEGACY_KERAS=1 would give Keras 2 (tf_keras)", "warn"),
+])
+def test_doctor_says_which_keras_tf_keras_is_and_whether_horovod_supports_it(environ, patched, keras,
+                                                                              horovod) -> None:
+    facts = dataclasses.replace(HEALTHY, packages=TENSORFLOW, environ=environ, horovod_keras_3=patched)
+    assert find(facts, "tf.keras").detail == keras
+    assert find(facts, "horovod-keras").status == horovod
+    if horovod == "warn":
+        assert "TF_USE_LEGACY_KERAS=1" in find(facts, "horovod-keras").hint
+
+
+def test_doctor_has_no_keras_line_without_tensorflow() -> None:
+    assert "tf.keras" not in statuses(HEALTHY)
