@@ -8,6 +8,8 @@ from typing import Callable
 import pytest
 
 TIERS = ("unit", "integration", "image")
+# Horovod's own suites, run inside the image by tests/image/test_upstream_horovod.py, never on the host.
+collect_ignore = ["upstream"]
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -151,9 +151,14 @@ def train(c, gpu=False, flavor=None, processes="2"):
     "pytest-args": "extra pytest arguments",
     "gpu-build": "instead: build a GPU image and run tests/image/test_gpu_image.py in it (too long for CI)",
     "gpu-flavor": "the flavor --gpu-build builds and tests: gpu (default) or gpu-cu13",
+    "upstream": "instead: Horovod's own suites (tests/upstream) in the cpu image, MPI and Gloo (~25 min)",
 })
-def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu"):
-    """Run the tests (one tier, or all)."""
+def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstream=False):
+    """Run the tests (one tier, or all); --upstream: Horovod's own suites in the cpu image instead."""
+    if upstream:
+        c.run(f"{sys.executable} -m pytest tests/image/test_upstream_horovod.py {pytest_args}",
+              env={"TRAINSTACK_UPSTREAM": "1"}, pty=sys.stdout.isatty())
+        return
     if gpu_build:
         from trainstack.identity import flavor_image
 
