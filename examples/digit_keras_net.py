@@ -1,6 +1,6 @@
 """The small CNN every Keras example trains on the synthetic digits (channels last).
 
-Importers that need Keras 2 (horovod.tensorflow.keras) set TF_USE_LEGACY_KERAS=1 before importing this.
+It builds with whichever Keras `tf.keras` is: Keras 3 by default, Keras 2 with TF_USE_LEGACY_KERAS=1.
 """
 import tensorflow as tf
 
