@@ -3,11 +3,13 @@ plain launcher users would otherwise type, on the same training.
 
     python benchmarks/workflows.py [--image trainstack:cpu]             # every workflow once
     python benchmarks/workflows.py --pairs 10 [--image trainstack:cpu]  # trainrun / plain launcher
+    python benchmarks/workflows.py --pairs 10 --only horovod           # again for the pairs named so
 
 The first writes benchmarks/results/workflows.json: per workflow the seconds from container start to
 exit, its final loss and accuracy. The second runs each pair back to back (plain, trainrun, plain, ...,
 so drifting load hits both alike) and writes benchmarks/results/workflow_pairs.json: per pair the median
-of the per-pair ratios trainrun / plain (target <= 1.03) and the median seconds of each side.
+of the per-pair ratios trainrun / plain (target <= 1.03), the median seconds of each side and when it was
+measured; --only re-measures the pairs whose name contains the text and keeps the others' results.
 """
 from __future__ import annotations
 
@@ -40,9 +42,12 @@ PAIRS = {
 }
 
 
-def run_pairs(client, image: str, pairs: int) -> None:
-    results = {}
+def run_pairs(client, image: str, pairs: int, only: str | None) -> None:
+    previous = json.loads(PAIR_RESULTS.read_text()) if only and PAIR_RESULTS.exists() else {}
+    results = previous.get("results", {}) if previous.get("image") == image else {}
     for name, (trainrun_command, plain_command) in PAIRS.items():
+        if only and only not in name:
+            continue
         times: dict[str, list[float]] = {"trainrun": [], "plain": []}
         for _ in range(pairs):
             for side, command in (("plain", plain_command), ("trainrun", trainrun_command)):
@@ -58,13 +63,13 @@ def run_pairs(client, image: str, pairs: int) -> None:
             "median_seconds": {side: round(statistics.median(values), 2) for side, values in times.items()},
             "ratios": [round(ratio, 3) for ratio in ratios],
             "meets_target": statistics.median(ratios) <= PAIR_TARGET,
+            "pairs": pairs,
+            "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         }
         print(f"{name}: {results[name]['median_ratio']} {results[name]['median_seconds']}", flush=True)
     PAIR_RESULTS.write_text(json.dumps({
-        "image": image, "pairs": pairs, "target_ratio": PAIR_TARGET,
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "results": results,
+        "image": image, "target_ratio": PAIR_TARGET, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "results": dict(sorted(results.items())),
     }, indent=2) + "\n")
 
 
@@ -72,10 +77,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", default="trainstack:cpu")
     parser.add_argument("--pairs", type=int, help="instead: N back-to-back pairs of trainrun and its plain twin")
+    parser.add_argument("--only", help="with --pairs: only the pairs whose name contains this text")
     args = parser.parse_args()
     client = docker_client.connect()
     if args.pairs:
-        run_pairs(client, args.image, args.pairs)
+        run_pairs(client, args.image, args.pairs, args.only)
         return
     results = {}
     for workflow in WORKFLOWS:
