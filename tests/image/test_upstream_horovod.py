@@ -20,7 +20,7 @@ UPSTREAM = Path(__file__).parents[1] / "upstream"
 SUITES = UPSTREAM / "horovod-0.28.1"
 RESULTS = UPSTREAM / "results.json"
 # pytest and what Horovod's suites import besides the image's packages, mounted from this venv.
-TEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "pygments", "parameterized", "py")
+TEST_PACKAGES = ("pytest", "_pytest", "pluggy", "iniconfig", "pygments", "parameterized", "mock", "py")
 
 pytestmark = pytest.mark.skipif(os.environ.get("TRAINSTACK_UPSTREAM") != "1",
                                 reason="Horovod's own suites run with `invoke test --upstream` (about 25 minutes)")
@@ -53,7 +53,7 @@ def expected_failures(run: SuiteRun) -> dict[str, str]:
     return expected
 
 
-def test_packages(target: Path) -> Path:
+def copy_test_packages(target: Path) -> Path:
     for name in TEST_PACKAGES:
         spec = importlib.util.find_spec(name)
         assert spec is not None, f"{name} is not installed here: pip install -e '.[test]'"
@@ -79,7 +79,7 @@ def outcomes(junit: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def packages_dir(tmp_path_factory) -> Path:
-    return test_packages(tmp_path_factory.mktemp("test-packages"))
+    return copy_test_packages(tmp_path_factory.mktemp("test-packages"))
 
 
 @pytest.fixture(scope="module")
