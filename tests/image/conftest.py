@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 
 import docker
@@ -16,6 +17,15 @@ UNITS_DIR = Path(__file__).parent / "units"
 RANKS_DIR = Path(__file__).parents[1] / "support" / "ranks"
 
 
+# PyTorch's Gloo backend now and then aborts a rank as the process exits, after the job has done its work:
+# DDP keeps the process group, with its Gloo threads and sockets, alive past destroy_process_group
+# (upstream; measured: the group keeps 10 of DDP's 11 references after `del model`, and its threads run
+# on), and a peer closing its sockets during that exit ends in std::terminate. Seen in about 1 of 60 DDP
+# jobs under load, never in 114 runs on demand. A run that fails with this message runs once more, with a
+# warning in the report; any other failure fails at once.
+GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
 class ImageRunner:
     def __init__(self, client: docker.DockerClient, image: str):
         self.client = client
@@ -26,6 +36,9 @@ class ImageRunner:
         """Runs `command` with the test units at /units and the rank scripts at /ranks; asserts the exit code;
         returns the output."""
         status, output = self.run_status(command, timeout, env, volumes, user)
+        if status != expect and GLOO_EXIT_ABORT in output:
+            warnings.warn(f"{command}: a rank aborted in Gloo's teardown at exit; run again")
+            status, output = self.run_status(command, timeout, env, volumes, user)
         assert status == expect, f"exit {status}, expected {expect}; output:\n{output[-4000:]}"
         return output
 
