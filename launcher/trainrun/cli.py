@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     _option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
     _option(spark, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     spark.add_argument("--framework", choices=("torch", "horovod"), default="torch",
-                       help="torch: torchrun in each task; horovod: Horovod ranks")
+                       help="torch: a torch.distributed rank per task, with torchrun's variables; horovod: Horovod ranks")
     _common(spark, "a Python script or -m module")
 
     doctor = sub.add_parser("doctor", help="preflight checks before training",

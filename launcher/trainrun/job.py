@@ -49,6 +49,6 @@ class SparkJob:
     conf: tuple[tuple[str, str], ...] = ()
     use_gpu: bool | None = None  # None: use GPUs when the Spark conf gives tasks GPUs
     local_mode: bool = False
-    framework: str = "torch"  # "torch": torchrun in each task; "horovod": Horovod Gloo ranks
+    framework: str = "torch"  # "torch": a torch.distributed rank per task; "horovod": Horovod Gloo ranks
     verbose: bool = False  # Spark's own log lines and warnings too
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
