@@ -18,7 +18,14 @@ from .targets import TARGETS, render, target_parameters
 
 OVERRIDE_HELP = "override a setting, e.g. executor.instances=4 (repeatable)"
 TARGET_OPTIONS = {
-    "image": "kubernetes: container image",
+    "image": "Kubernetes targets: container image (default: the trainstack image in --registry)",
+    "registry": "Kubernetes targets: registry HOST[:PORT] holding the trainstack images (default: localhost:5000)",
+    "namespace": "Kubernetes targets: namespace (default: default)",
+    "job_name": "Kubernetes manifests: name of the job (default: the template's name)",
+    "script": "Kubernetes manifests: training script and its arguments (default: an example in the image)",
+    "service_account": "Spark on Kubernetes: the driver's service account "
+                       "(default: spark; spark-application: spark-operator-spark)",
+    "master": "kubernetes: Spark master (default: k8s://https://kubernetes.default.svc)",
     "node_type": "databricks: worker node type",
     "driver_node_type": "databricks: driver node type (default: the worker's)",
     "spark_version": "databricks: runtime version",

@@ -34,11 +34,13 @@ def validate(c, name, set_=None):
           "out": "write here instead of stdout", **TARGET_OPTIONS},
 )
 @reports_errors
-def render_(c, name, target, set_=None, out=None, image=None, node_type=None, driver_node_type=None,
+def render_(c, name, target, set_=None, out=None, image=None, registry=None, namespace=None, job_name=None,
+            script=None, service_account=None, master=None, node_type=None, driver_node_type=None,
             spark_version=None):
-    """Render a validated template for a target (spark-submit, synapse, databricks, ...)."""
-    text = render_checked(name, target, set_ or [], image=image, node_type=node_type,
-                          driver_node_type=driver_node_type, spark_version=spark_version)
+    """Render a validated template for a target (spark-submit, synapse, databricks, pytorchjob, ...)."""
+    text = render_checked(name, target, set_ or [], image=image, registry=registry, namespace=namespace,
+                          job_name=job_name, script=script, service_account=service_account, master=master,
+                          node_type=node_type, driver_node_type=driver_node_type, spark_version=spark_version)
     if out:
         Path(out).write_text(text, encoding="utf-8")
     else:

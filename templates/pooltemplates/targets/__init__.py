@@ -1,4 +1,5 @@
-"""Render targets: each turns a validated template into what one platform reads (one module per target)."""
+"""Render targets: each turns a validated template into what one platform reads (one module per target;
+trainjob.py holds Kubeflow Trainer's two, and k8s.py what the Kubernetes targets share)."""
 from __future__ import annotations
 
 import inspect
@@ -6,7 +7,17 @@ from typing import Any, Callable
 
 from ..errors import Problem, TemplateError
 from ..schema import PoolTemplate
-from . import databricks, kubernetes, spark_defaults, spark_submit, synapse
+from . import (
+    databricks,
+    kubernetes,
+    mpijob,
+    pytorchjob,
+    spark_application,
+    spark_defaults,
+    spark_submit,
+    synapse,
+    trainjob,
+)
 
 TARGETS: dict[str, Callable[..., str]] = {
     "spark-submit": spark_submit.render,
@@ -14,6 +25,11 @@ TARGETS: dict[str, Callable[..., str]] = {
     "synapse": synapse.render,
     "databricks": databricks.render,
     "kubernetes": kubernetes.render,
+    "spark-application": spark_application.render,
+    "pytorchjob": pytorchjob.render,
+    "mpijob": mpijob.render,
+    "trainjob-torch": trainjob.render_torch,
+    "trainjob-mpi": trainjob.render_mpi,
 }
 
 

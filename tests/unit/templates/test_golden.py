@@ -1,4 +1,5 @@
-"""Every packaged template rendered for every target, compared with a reviewed golden file.
+"""Every packaged template rendered for every target, compared with a reviewed golden file; where a
+target refuses a template, the golden file (.refused) holds the error.
 
 Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/templates`,
 then review the diff of tests/unit/templates/golden/ before committing it.
@@ -7,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from pooltemplates import TARGETS, load_template, packaged_templates, render
+from pooltemplates import TARGETS, TemplateError, load_template, packaged_templates, render
 
 GOLDEN = Path(__file__).parent / "golden"
 SUFFIX = {
@@ -16,21 +17,30 @@ SUFFIX = {
     "synapse": "configure",
     "databricks": "json",
     "kubernetes": "args",
+    "spark-application": "yaml",
+    "pytorchjob": "yaml",
+    "mpijob": "yaml",
+    "trainjob-torch": "yaml",
+    "trainjob-mpi": "yaml",
 }
 CASES = [(name, target) for name in packaged_templates() for target in TARGETS]
 
 
-def golden_name(name: str, target: str) -> str:
-    return f"{name}.{target}.{SUFFIX[target]}"
+def rendered(name: str, target: str) -> tuple[str, str]:
+    """(golden file name, text): the render, or the error of a refused one."""
+    try:
+        return f"{name}.{target}.{SUFFIX[target]}", render(load_template(name), target)
+    except TemplateError as exc:
+        return f"{name}.{target}.refused", f"{exc}\n"
 
 
 @pytest.mark.parametrize(("name", "target"), CASES, ids=[f"{n}-{t}" for n, t in CASES])
 def test_render_matches_golden(name: str, target: str, golden) -> None:
-    golden(golden_name(name, target), render(load_template(name), target))
+    golden(*rendered(name, target))
 
 
 def test_every_golden_file_belongs_to_a_template_and_target() -> None:
-    expected = {golden_name(name, target) for name, target in CASES}
+    expected = {rendered(name, target)[0] for name, target in CASES}
     assert {path.name for path in GOLDEN.iterdir()} == expected
 
 

@@ -79,7 +79,7 @@ def test_kubernetes_image_is_a_parameter_and_gpus_come_from_nvidia() -> None:
 def test_kubernetes_cpu_templates_use_the_cpu_image() -> None:
     template = load_template("local-pool", {"gpu.per_executor": "0", "job.kind": "plain"})
     args = render(template, "kubernetes")
-    assert "spark.kubernetes.container.image=trainstack:cpu" in args
+    assert "spark.kubernetes.container.image=localhost:5000/trainstack:cpu-py3.11-" in args
     assert "vendor" not in args
 
 

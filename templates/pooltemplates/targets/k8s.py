@@ -1,0 +1,202 @@
+"""What every Kubernetes target shares: the image reference, names, pod resources, /dev/shm, the
+executors' env, how a template's executors become training pods and processes, MPI over SSH, and
+YAML output."""
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from ..errors import Problem, TemplateError
+from ..schema import PoolTemplate
+from ..units import UNIT_BYTES, parse_size
+
+IMAGE_NAME = "trainstack"
+# The content tags `invoke push` gives the matrix's flavors (trainstack.identity.content_tag), which
+# never move; tests/unit/templates/test_kubernetes.py holds them to images/matrix.yaml.
+IMAGE_TAGS = {
+    "cpu": "cpu-py3.11-torch2.13-tf2.21-hvd0.28.1",
+    "gpu": "gpu-cuda12.8-py3.11-torch2.10-tf2.20-hvd0.28.1",
+}
+SPARK_VERSION = "4.3.0"
+DEFAULT_REGISTRY = "localhost:5000"
+DEFAULT_NAMESPACE = "default"
+# In-image paths (trainstack.identity spells them for the host tooling; the same test holds them to it).
+EXAMPLES_DIR = "/opt/trainstack/examples"
+IMAGE_HOME = "/home/trainer"
+IMAGE_UID = 1000
+
+GPU_RESOURCE = "nvidia.com/gpu"
+SHM_VOLUME = "dshm"
+_DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+# Spark's binary units become Kubernetes' (g -> Gi); a size in bytes stays a plain number.
+_QUANTITY_UNITS = (("p", "Pi"), ("t", "Ti"), ("g", "Gi"), ("m", "Mi"), ("k", "Ki"))
+
+# MPI over SSH (mpi-operator and Kubeflow Trainer's MPI runtime mount an SSH key pair at SSH_DIR).
+# Workers run sshd as the image's user, so on a port it may open and without the system config, which
+# expects root; the mounted private key doubles as host key.
+SSH_DIR = f"{IMAGE_HOME}/.ssh"
+SSH_PORT = 2222
+SSHD_COMMAND = ["/usr/sbin/sshd", "-De", "-f", "/dev/null", "-p", str(SSH_PORT),
+                "-o", f"HostKey={SSH_DIR}/id_rsa", "-o", "PidFile=/tmp/sshd.pid", "-o", "StrictModes=no"]
+# The mounted SSH keys belong to root; this group lets the image's user read them.
+SSH_KEYS_READABLE = {"securityContext": {"fsGroup": IMAGE_UID}}
+# On the mpirun command line, because the operators set OMPI_MCA_plm_rsh_args themselves; worker host
+# keys are new with every job.
+SSH_CLIENT_ARGS = (f"-p {SSH_PORT} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                   "-o ConnectionAttempts=10")
+
+
+@dataclass(frozen=True)
+class Workers:
+    """A training job's pods (one per executor) and the processes they run."""
+
+    pods: int
+    processes_per_pod: int
+    processes: int
+
+
+def training_workers(template: PoolTemplate, target: str, even: bool) -> Workers:
+    """The template's executors as training pods, each with an executor's task slots as processes
+    (job.processes in all, else every slot).
+
+    `even`: the launcher starts the same number of processes in every pod (torchrun), so
+    job.processes must divide among them. Raises TemplateError where the template cannot be expressed.
+    """
+    pods, slots = template.executor.instances, template.task_slots_per_executor()
+    processes = template.job.processes or pods * slots
+    problems = []
+    if template.uses_gpus and template.gpu.per_task != 1:
+        problems.append(Problem(
+            "gpu.per_task", template.gpu.per_task,
+            f"{target} runs one process per GPU: pods get whole GPUs ({GPU_RESOURCE}) and each process "
+            "takes the GPU of its local rank",
+            "1, or gpu.per_executor=0 for pods without GPUs"))
+    elif processes > pods * slots:
+        problems.append(Problem(
+            "job.processes", processes,
+            f"more processes than the pods' slots ({pods} pods x {slots})", f"at most {pods * slots}"))
+    elif even and processes % pods:
+        problems.append(Problem(
+            "job.processes", processes,
+            f"torchrun starts the same number of processes in each of the {pods} pods (executor.instances)",
+            f"a multiple of {pods} up to {pods * slots}"))
+    if problems:
+        raise TemplateError(f"render {template.name!r} for {target}", problems)
+    return Workers(pods, processes // pods if even else slots, processes)
+
+
+def image_reference(template: PoolTemplate, image: str | None, registry: str | None) -> str:
+    """`image`, else the matrix's cpu or gpu image in `registry` under its content tag."""
+    flavor = "gpu" if template.uses_gpus else "cpu"
+    return image or f"{registry or DEFAULT_REGISTRY}/{IMAGE_NAME}:{IMAGE_TAGS[flavor]}"
+
+
+def check_names(template: PoolTemplate, target: str, **names: str) -> None:
+    """Raise TemplateError unless every name (job_name=..., namespace=...) is a DNS label."""
+    problems = [Problem(option, value, "is not a Kubernetes name (an RFC 1035 label)",
+                        "lower-case letters, digits and '-', starting with a letter, at most 63 characters")
+                for option, value in names.items() if not _DNS_LABEL.fullmatch(value)]
+    if problems:
+        raise TemplateError(f"render {template.name!r} for {target}", problems)
+
+
+def metadata(name: str, namespace: str) -> dict[str, str]:
+    return {"name": name, "namespace": namespace}
+
+
+def compact(fields: dict[str, Any]) -> dict[str, Any]:
+    """The fields that hold something (an empty env or resources is left out)."""
+    return {key: value for key, value in fields.items() if value not in (None, [], {})}
+
+
+def quantity(memory: str) -> str:
+    """A Spark memory string as a Kubernetes quantity: 60g -> 60Gi, 2000m -> 2000Mi."""
+    size = parse_size(memory).bytes
+    for spark_unit, unit in _QUANTITY_UNITS:
+        if size % UNIT_BYTES[spark_unit] == 0:
+            return f"{size // UNIT_BYTES[spark_unit]}{unit}"
+    return str(size)
+
+
+def resources(cores: int | None, memory: str | None, gpus: int = 0) -> dict[str, Any]:
+    """Requests for the cores and memory, a memory limit, and GPUs (extended resources are limits)."""
+    requests: dict[str, Any] = {}
+    limits: dict[str, Any] = {}
+    if cores is not None:
+        requests["cpu"] = cores
+    if memory is not None:
+        requests["memory"] = limits["memory"] = quantity(memory)
+    if gpus:
+        limits[GPU_RESOURCE] = gpus
+    return {key: value for key, value in (("limits", limits), ("requests", requests)) if value}
+
+
+def executor_resources(template: PoolTemplate) -> dict[str, Any]:
+    """What one executor holds, for a pod that takes its place."""
+    return resources(template.executor.cores, template.executor.memory, template.gpu.per_executor)
+
+
+def env(template: PoolTemplate) -> list[dict[str, str]]:
+    """The executors' environment (executor.env: NCCL settings and the like)."""
+    return [{"name": name, "value": value} for name, value in template.executor.env.items()]
+
+
+def shm_volume() -> dict[str, Any]:
+    # Containers get a 64 MiB /dev/shm; NCCL, DataLoader workers and Open MPI's shared-memory
+    # transport need more. A memory-backed emptyDir counts against the pod's memory limit.
+    return {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory"}}
+
+
+def shm_mount() -> dict[str, str]:
+    return {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
+
+
+def script_words(template: PoolTemplate, target: str, script: str | None, default: Iterable[str]) -> list[str]:
+    """The training script and its arguments, split as a shell would; `default` when none is given."""
+    if script is None:
+        return list(default)
+    try:
+        words = shlex.split(script)
+    except ValueError as exc:
+        words, why = [], f"does not split into words: {exc}"
+    else:
+        why = "names no script"
+    if not words:
+        raise TemplateError(f"render {template.name!r} for {target}", [Problem(
+            "script", script, why, "a script path and its arguments, e.g. '/home/trainer/train.py --epochs 3'")])
+    return words
+
+
+def mpirun_command(template: PoolTemplate, processes: int, program: list[str]) -> list[str]:
+    """mpirun over the operator's hostfile. Ranks on other pods start through sshd with a bare
+    environment, so PATH (the image's venv) and the executors' env are passed on with -x."""
+    command = ["mpirun", "-np", str(processes), "--bind-to", "none", "--map-by", "slot",
+               "--mca", "plm_rsh_args", SSH_CLIENT_ARGS]
+    for name in ("PATH", *template.executor.env):
+        command += ["-x", name]
+    return [*command, *program]
+
+
+def sshd_readiness_probe() -> dict[str, Any]:
+    """Ready once sshd listens, so the launcher's first ssh finds it."""
+    return {"tcpSocket": {"port": SSH_PORT}, "initialDelaySeconds": 2, "periodSeconds": 2}
+
+
+class _Dumper(yaml.SafeDumper):
+    """SafeDumper writing a value shared by two places twice, not as a YAML anchor and alias."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def dump(template: PoolTemplate, needs: str, documents: list[dict[str, Any]]) -> str:
+    """The documents as one YAML stream (keys sorted), after a comment naming what applies them."""
+    header = (f"# Rendered from pool template {template.name}; change the template, not this file.\n"
+              f"# Needs {needs}. Apply with: kubectl apply -f FILE\n")
+    # A wide line keeps long arguments (mpirun's ssh options) on one line instead of folded.
+    return header + yaml.dump_all(documents, Dumper=_Dumper, sort_keys=True, explicit_start=True, width=1000)
