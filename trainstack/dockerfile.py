@@ -116,6 +116,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    # Words from the matrix in RUN lines go through `shell`; its patterns already refuse metacharacters.
+    environment.filters["shell"] = shlex.quote
     return environment.get_template("Dockerfile.j2").render(context)
 
 

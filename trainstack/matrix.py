@@ -19,13 +19,16 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from pooltemplates import parse_assignments
+from pooltemplates import MAX_SHOWN, parse_assignments, shown
 from trainstack.errors import TrainstackError
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 MATRIX_PATH = REPO_ROOT / "images" / "matrix.yaml"
 SCHEMA_PATH = REPO_ROOT / "images" / "matrix.schema.json"
 PATCHES_DIR = REPO_ROOT / "images" / "patches"
+FLAVOR_POINTER = "#/$defs/flavor"
+VERSION_FIELD = {"$ref": "#/$defs/version"}
+NOT_A_VERSION = "is not a version (PEP 440), e.g. 2.10.0 or 2.13.0+cpu"
 
 
 class MatrixError(TrainstackError):
@@ -124,18 +127,20 @@ def _schema() -> dict[str, Any]:
 
 
 def schema_problems(data: Any, pointer: str, prefix: str = "") -> list[str]:
-    """Every violation of the schema (or of its definition at `pointer`), one line each, named by path."""
+    """Every violation of the schema (or of its definition at `pointer`: "#" or FLAVOR_POINTER), one line each,
+    named by path; one per path, a missing patch file's (with the valid names) before the schema's."""
     schema = _schema()
     if pointer != "#":
         schema = {"$defs": schema["$defs"], "$ref": pointer}
     validator = jsonschema.Draft202012Validator(schema)
-    problems = []
+    flavors = data.get("flavors", {}) if pointer == "#" and isinstance(data, dict) else {}
+    problems = {} if pointer != FLAVOR_POINTER else _patch_problems(data, prefix)
+    for name, spec in flavors.items():
+        problems.update(_patch_problems(spec, f"{prefix}flavors.{name}."))
     for error in sorted(validator.iter_errors(data), key=lambda error: list(map(str, error.absolute_path))):
         where = prefix + ".".join(str(part) for part in error.absolute_path) or "the matrix"
-        problems.append(f"{where} = {error.instance!r}: {_explain(error)}")
-    for name, spec in (data.get("flavors", {}) if pointer == "#" and isinstance(data, dict) else {}).items():
-        problems += _patch_problems(spec, f"flavors.{name}.")
-    return problems
+        problems.setdefault(where, f"{where} = {shown(error.instance)}: {_explain(error)}")
+    return list(problems.values())
 
 
 def _explain(error: jsonschema.ValidationError) -> str:
@@ -143,14 +148,25 @@ def _explain(error: jsonschema.ValidationError) -> str:
         return f"is not {error.schema['description']}"
     if error.validator == "enum":
         return "is not one of " + ", ".join(map(str, error.validator_value))
-    return error.message
+    if error.validator == "type":
+        return f"is not of type {error.validator_value}"
+    if error.validator == "maxLength":
+        return f"is longer than {error.validator_value} characters"
+    # jsonschema's own message, which may quote the whole value: cut like the value itself.
+    return error.message[:2 * MAX_SHOWN]
 
 
-def _patch_problems(spec: Any, prefix: str) -> list[str]:
+def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
+    """Horovod patches that are not the bare name of a file in images/patches/, by path."""
     patches = spec.get("components", {}).get("horovod", {}).get("patch", []) if isinstance(spec, dict) else []
-    return [f"{prefix}components.horovod.patch = {patch!r}: is not a file in images/patches/ (valid: "
-            f"{', '.join(sorted(path.name for path in PATCHES_DIR.glob('*.patch')))})"
-            for patch in patches if isinstance(patch, str) and not (PATCHES_DIR / patch).is_file()]
+    available = sorted(path.name for path in PATCHES_DIR.glob("*.patch"))
+    problems = {}
+    for index, patch in enumerate(patches if isinstance(patches, list) else []):
+        if patch not in available:
+            where = f"{prefix}components.horovod.patch.{index}"
+            problems[where] = (f"{where} = {shown(patch)}: is not a file in images/patches/ "
+                               f"(valid: {', '.join(available)})")
+    return problems
 
 
 def _listing(problems: list[str]) -> str:
@@ -168,43 +184,66 @@ def parse_overrides(pairs: list[str]) -> dict[str, str]:
 
 def apply_overrides(flavor: Flavor, overrides: Mapping[str, str]) -> Flavor:
     """`base_image=IMG`, `COMPONENT=VERSION`, `COMPONENT.FIELD=VALUE` (a list field takes `a,b`) or
-    `PACKAGE=VERSION` of python_packages; the result is checked against the schema, naming the `--set` key."""
+    `PACKAGE=VERSION` of python_packages, each typed and checked as the schema says, naming the `--set` key;
+    a version must also be one pip reads (PEP 440)."""
     data = flavor.to_data()
     components, packages = data["components"], data["python_packages"]
-    unknown = []
+    unknown, problems = [], []
     for key, value in overrides.items():
         component, _, field = key.partition(".")
+        field = field or "version"
         if key == "base_image":
             data["base_image"] = value
         elif component in components:
-            current = components[component].get(field or "version")
-            components[component][field or "version"] = _typed_like(current, value)
+            fields = _component_fields(component)
+            if field not in fields:
+                problems.append(f"--set {key} = {shown(value)}: {component} has no field {field!r} (valid: "
+                                f"{', '.join(f'{component}.{name}' for name in fields)})")
+            elif fields[field] == VERSION_FIELD and not _is_version(value):
+                problems.append(f"--set {component}.{field} = {shown(value)}: {NOT_A_VERSION}")
+            else:
+                components[component][field] = _typed(fields[field], value)
         elif key in packages:
-            packages[key] = {**packages[key], "version": value} if isinstance(packages[key], dict) else value
+            if not _is_version(value):
+                problems.append(f"--set {key} = {shown(value)}: {NOT_A_VERSION}")
+            else:
+                packages[key] = {**packages[key], "version": value} if isinstance(packages[key], dict) else value
         else:
             unknown.append(key)
     if unknown:
         valid = ["base_image", *components, *(f"{name}.FIELD" for name in components), *packages]
         raise MatrixError(f"--set: flavor {flavor.name!r} has no {', '.join(map(repr, unknown))}; valid keys: "
                           f"{', '.join(valid)}")
-    problems = [problem.replace("--set components.", "--set ", 1)
-                for problem in schema_problems(data, "#/$defs/flavor", prefix="--set ") + _patch_problems(data, "--set ")]
+    problems += [problem.replace("--set components.", "--set ", 1)
+                 for problem in schema_problems(data, FLAVOR_POINTER, prefix="--set ")]
     if problems:
         raise MatrixError(_listing(problems))
-    for key, value in overrides.items():
-        component, _, field = key.partition(".")
-        if (component in components and not field) or key in packages:
-            _check_version(value, key)
     return _flavor(flavor.name, data)
 
 
-def _typed_like(current: Any, text: str) -> Any:
-    """An override as the type of the value it replaces: `a,b` for lists (of integers where those were)."""
-    if isinstance(current, list):
+def _component_fields(component: str) -> dict[str, Any]:
+    """The schema of each field of a component."""
+    schema = _schema()["$defs"]["components"]["properties"][component]
+    if "$ref" in schema:
+        schema = _schema()["$defs"][schema["$ref"].rpartition("/")[2]]
+    return schema["properties"]
+
+
+def _typed(field_schema: Mapping[str, Any], text: str) -> Any:
+    """An override as its field's schema type: `a,b` for an array (of integers where its items are)."""
+    if field_schema.get("type") == "array":
         items = [item.strip() for item in text.split(",") if item.strip()]
-        return [int(item) if item.isdigit() and all(isinstance(old, int) for old in current) else item
-                for item in items]
+        integers = field_schema.get("items", {}).get("type") == "integer"
+        return [int(item) if integers and item.isdigit() else item for item in items]
     return text
+
+
+def _is_version(text: str) -> bool:
+    try:
+        Version(text)
+    except InvalidVersion:
+        return False
+    return True
 
 
 def broken_rules(flavor: Flavor, rules: list[Rule]) -> list[str]:
@@ -248,9 +287,3 @@ def _parse_specifier(spec: str, where: str) -> SpecifierSet | None:
     except InvalidSpecifier as exc:
         raise MatrixError(f"{where}: {spec!r} is not a version specifier such as '>=2.1,<3'") from exc
 
-
-def _check_version(value: str, key: str) -> None:
-    try:
-        Version(value)
-    except InvalidVersion as exc:
-        raise MatrixError(f"--set {key}={value}: {value!r} is not a version (e.g. 2.10.0)") from exc

@@ -13,6 +13,7 @@ from .machine import detect_machine
 from .payload import pickle_payload
 from .program import Program
 from .runner import run_plan
+from .validate import timeout as checked_timeout
 
 API_BACKENDS = ("torch", "horovod")
 LOG_VERBOSITIES = ("all", "log_callback_only")
@@ -33,6 +34,8 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
     """
     if backend not in API_BACKENDS:
         raise UsageError("backend", backend, " or ".join(repr(b) for b in API_BACKENDS))
+    if timeout is not None:
+        timeout = checked_timeout("timeout", timeout)
     with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
         result_path = os.path.join(workdir, "result.pkl")
         program = _program(main, args, dict(kwargs or {}), workdir, result_path)

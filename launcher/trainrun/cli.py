@@ -15,7 +15,7 @@ from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import Plan
 from .program import program_from_command, program_from_script_args
-from .validate import key_value, parse_hostfile, parse_hosts
+from .validate import key_value, parse_hostfile, parse_hosts, timeout
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -40,13 +40,7 @@ def non_negative(text: str) -> int:
 
 
 def seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a number of seconds > 0, got {text!r}")
-    return value
+    return timeout("--timeout", text)
 
 
 def nproc(text: str) -> int | str:
@@ -185,7 +179,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,
                     template_set, conf, args.use_gpu, args.local_mode, args.framework, args.verbose,
-                    args.ranks_filter)
+                    args.ranks_filter, check_master=not args.dry_run)
 
 
 def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:

@@ -2,17 +2,55 @@
 failure names the option, the value and what is valid."""
 from __future__ import annotations
 
+import math
+import queue
+import re
+import socket
+import threading
+import time
 from dataclasses import dataclass
 
 from .errors import UsageError
 
 LOCAL_NAMES = ("localhost", "127.0.0.1")
+# The most ranks one count may ask for (-np, --num-processes, --nproc-per-node, a host's slots). Not this host's
+# cores, since oversubscribing is legal; a bound so that a typo (-np 1000000) is refused before a launch tries
+# to start that many processes and exhausts the host's process and file limits.
+MAX_RANKS = 4096
+# How long a spark:// master has to accept a TCP connection before trainrun spark starts anything.
+MASTER_CONNECT_SECONDS = 3.0
+_HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+_STANDALONE_MASTER = re.compile(rf"spark://({_HOST}:[0-9]+(?:,{_HOST}:[0-9]+)*)")
+# The master URLs Spark accepts besides spark:// (SparkContext.createTaskScheduler, SparkSubmit).
+_OTHER_MASTERS = re.compile(r"local(?:\[(?:[1-9][0-9]*|\*)(?:,[0-9]+)?\])?"
+                            r"|local-cluster\[[1-9][0-9]*,[1-9][0-9]*,[1-9][0-9]*\]"
+                            rf"|yarn|k8s://(?:https?://)?{_HOST}(?::[0-9]+)?(?:/[A-Za-z0-9._~/-]*)?")
+SPARK_MASTERS = ("local, local[N], local[*], local[N,F], local-cluster[N,C,M], spark://HOST:PORT[,HOST:PORT...], "
+                 "yarn or k8s://https://HOST:PORT")
 
 
 def positive_int(option: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
         raise UsageError(option, value, "an integer >= 1")
     return value
+
+
+def rank_count(option: str, value: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RANKS:
+        raise UsageError(option, value, f"an integer from 1 to {MAX_RANKS}, trainrun's MAX_RANKS",
+                         rule="is not a number of ranks trainrun starts")
+    return value
+
+
+def timeout(option: str, value: str | float) -> float:
+    """Seconds, from the command line's text or the API's number; NaN and infinity would never fire."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+        raise UsageError(option, value, "a finite number of seconds > 0, e.g. 3600")
+    return seconds
 
 
 def port(option: str, value: int) -> int:
@@ -56,8 +94,9 @@ def parse_hosts(option: str, value: str) -> tuple[HostSlots, ...]:
     hosts = []
     for entry in value.split(","):
         name, sep, slots = entry.strip().partition(":")
-        if not name or (sep and not slots.isdigit()) or (sep and int(slots) < 1):
-            raise UsageError(option, value, "host:slots[,host:slots...], e.g. node0:4,node1:4")
+        if not name or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
+            raise UsageError(option, value, f"host:slots[,host:slots...] with 1 to {MAX_RANKS} slots, "
+                             "e.g. node0:4,node1:4")
         hosts.append(HostSlots(name, int(slots) if sep else 1))
     names = [h.name for h in hosts]
     if len(set(names)) != len(names):
@@ -87,3 +126,46 @@ def check_capacity(option: str, num_processes: int, hosts: tuple[HostSlots, ...]
     total = sum(h.slots for h in hosts)
     if num_processes > total:
         raise UsageError(option, num_processes, f"at most {total}, the slots in -H {','.join(map(str, hosts))}")
+
+
+def spark_master(option: str, url: str) -> list[tuple[str, int]]:
+    """A master URL Spark accepts; returns the HOST:PORT of each spark:// (standalone) master, none for others."""
+    standalone = _STANDALONE_MASTER.fullmatch(url)
+    if standalone:
+        masters = [host_port(option, entry) for entry in standalone.group(1).split(",")]
+        return [(host.strip("[]"), number) for host, number in masters]
+    if not _OTHER_MASTERS.fullmatch(url):
+        raise UsageError(option, url, SPARK_MASTERS)
+    return []
+
+
+def check_reachable(option: str, url: str, masters: list[tuple[str, int]],
+                    seconds: float = MASTER_CONNECT_SECONDS) -> None:
+    """Refuses a standalone master URL of which no master accepts a TCP connection within `seconds` in all (one
+    suffices: the others of a list are standby masters)."""
+    if not masters:
+        return
+    answers: queue.Queue[bool] = queue.Queue()
+    for host, number in masters:
+        # Threads, so that a slow name lookup (which has no timeout of its own) stays within the bound too.
+        threading.Thread(target=lambda address=(host, number): answers.put(_connects(address, seconds)),
+                         daemon=True).start()
+    end = time.monotonic() + seconds
+    for _ in masters:
+        try:
+            if answers.get(timeout=max(0.0, end - time.monotonic())):
+                return
+        except queue.Empty:
+            break
+    where = ", ".join(f"{host}:{number}" for host, number in masters)
+    raise UsageError(option, url, "a running Spark master: start it (the local pool: invoke pool.up), or correct "
+                     "HOST:PORT and check that no firewall is in between",
+                     rule=f"{where} did not accept a TCP connection within {seconds:g} s")
+
+
+def _connects(address: tuple[str, int], seconds: float) -> bool:
+    try:
+        with socket.create_connection(address, timeout=seconds):
+            return True
+    except OSError:
+        return False

@@ -1,8 +1,21 @@
 """Problems found in a template, and the exception and warning that carry them."""
 from __future__ import annotations
 
+import reprlib
 from dataclasses import dataclass
 from typing import Any, Iterable
+
+# Longest value an error shows: a bad value can be a whole file, or a YAML alias bomb's billions of items.
+MAX_SHOWN = 80
+# reprlib stops walking a nested value early, so showing a huge one costs no more than a short one.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = _SHORT_REPR.maxlong = MAX_SHOWN
+
+
+def shown(value: Any) -> str:
+    """repr(value), cut to MAX_SHOWN characters."""
+    text = _SHORT_REPR.repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
 
 
 @dataclass(frozen=True)
@@ -15,7 +28,7 @@ class Problem:
     valid: str
 
     def __str__(self) -> str:
-        return f"{self.field} = {self.value!r}: {self.rule} (valid: {self.valid})"
+        return f"{self.field} = {shown(self.value)}: {self.rule} (valid: {self.valid})"
 
 
 class TemplateError(ValueError):

@@ -10,13 +10,17 @@ from typing import Any
 
 import yaml
 
-from .errors import Problem, TemplateError, TemplateWarning
+from .errors import MAX_SHOWN, Problem, TemplateError, TemplateWarning
 from .overrides import apply_overrides
 from .schema import PoolTemplate
 from .structure import build_template
 from .validation import validate
 
 TEMPLATE_SUFFIXES = (".yaml", ".yml")
+TEMPLATE_FILE = "a YAML mapping with keys such as description, nodes, executor, gpu"
+# A template is a page of YAML; these bounds refuse any other file (a device, a log, an alias bomb) quickly.
+MAX_TEMPLATE_BYTES = 1 << 20
+MAX_TEMPLATE_NODES = 10_000
 DISCOVERY_SCRIPT = "scripts/discover-gpus.sh"
 
 
@@ -106,20 +110,92 @@ def _merged_data(source: Path, chain: tuple[str, ...]) -> dict[str, Any]:
 
 def _read_yaml(source: Path) -> dict[str, Any]:
     name = source.stem
+
+    def refuse(rule: str, valid: str = TEMPLATE_FILE) -> TemplateError:
+        # The file is named, never shown: it may be any file (/etc/passwd) and any size.
+        return TemplateError(f"template {name!r}", [Problem("template", str(source), rule, valid)])
+
+    if not source.exists():
+        raise refuse("file does not exist", "a packaged template name or a path to a .yaml file")
+    if not source.is_file():
+        raise refuse("is not a regular file (a directory or a device)")
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise TemplateError(f"template {name!r}", [Problem(
-            "template", str(source), "file does not exist", "a path to a .yaml file")]) from None
+        with source.open("rb") as file:
+            content = file.read(MAX_TEMPLATE_BYTES + 1)
+    except OSError as exc:
+        raise refuse(f"cannot be read ({exc.strerror})") from None
+    if len(content) > MAX_TEMPLATE_BYTES:
+        raise refuse(f"is larger than {MAX_TEMPLATE_BYTES // 1024} KiB, so not a template")
+    try:
+        data = _parse_yaml(content.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise refuse("is not UTF-8 text, so not a template") from None
+    except _TooLarge:
+        raise refuse(f"expands to more than {MAX_TEMPLATE_NODES} YAML nodes (anchors and aliases expanded) "
+                     "or refers to itself", f"{TEMPLATE_FILE}, of at most {MAX_TEMPLATE_NODES} nodes") from None
+    except RecursionError:
+        raise refuse("nests too deeply to be a template") from None
     except yaml.YAMLError as exc:
-        raise TemplateError(f"template {name!r}", [Problem(
-            "template", str(source), f"is not valid YAML: {exc}", "YAML mapping")]) from None
+        raise refuse(f"is not valid YAML ({_where(exc)})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise TemplateError(f"template {name!r}", [Problem(
-            "template", data, "must be a YAML mapping", "keys such as nodes, executor, gpu")])
+        kind = "sequence" if isinstance(data, list) else "scalar"
+        raise refuse(f"is not a valid template: it holds a YAML {kind}, not a mapping")
     return data
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _parse_yaml(text: str) -> Any:
+    """yaml.safe_load, refusing a document whose nodes, with every alias expanded, exceed MAX_TEMPLATE_NODES."""
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_nodes(node) > MAX_TEMPLATE_NODES:
+            raise _TooLarge
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _expanded_nodes(root: yaml.Node) -> int:
+    """Nodes of the document as if each alias were a copy of its anchor, counted up to MAX_TEMPLATE_NODES + 1.
+
+    An alias is the same node object as its anchor, so sizes are memoized per node; one still being counted
+    when reached again is an anchor containing its own alias, which is infinite."""
+    limit = MAX_TEMPLATE_NODES + 1
+    sizes: dict[int, int] = {}
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = limit
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [part for pair in node.value for part in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = node.value
+        total = 1
+        for child in children:
+            total = min(limit, total + size(child))
+            if total == limit:
+                break
+        sizes[id(node)] = total
+        return total
+
+    return size(root)
+
+
+def _where(exc: yaml.YAMLError) -> str:
+    """The parser's complaint and position, without its excerpt of the file."""
+    mark = getattr(exc, "problem_mark", None)
+    problem = str(getattr(exc, "problem", None) or type(exc).__name__)[:MAX_SHOWN]
+    return f"{problem} at line {mark.line + 1}, column {mark.column + 1}" if mark else problem
 
 
 def _deep_merge(base: Mapping[str, Any], child: Mapping[str, Any]) -> dict[str, Any]:

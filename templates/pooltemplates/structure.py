@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal, Union, get_args, get_origin, get_type_hints
@@ -80,6 +81,9 @@ def _convert(hint: Any, value: Any, path: str, problems: list[Problem]) -> Any:
         return _build(inner, value, path, problems)
     if get_origin(inner) is dict:
         return _convert_mapping(value, path, problems)
+    if inner is float and _matches(inner, value) and not math.isfinite(value):
+        problems.append(Problem(path, value, "must be a finite number", describe(hint)))
+        return _INVALID
     if _matches(inner, value):
         return str(value) if inner is Memory else float(value) if inner is float else value
     problems.append(Problem(path, value, wrong_value_rule(inner), describe(hint)))

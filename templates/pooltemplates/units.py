@@ -18,7 +18,10 @@ UNIT_BYTES = {
     "pb": 1 << 50,
 }
 MIB = UNIT_BYTES["m"]
-SIZE_EXAMPLE = "a whole number with a unit b, k, m, g, t or p, e.g. 512m or 60g"
+# No setting of one driver, executor or GPU holds more: the largest single machines have 32 TiB of memory.
+MAX_SIZE = 64 * UNIT_BYTES["t"]
+MAX_SIZE_DIGITS = 20  # Spark's sizes are Java longs, at most 19 digits
+SIZE_EXAMPLE = "a whole number with a unit b, k, m, g, t or p, at most 64t, e.g. 512m or 60g"
 
 _SIZE = re.compile(r"([0-9]+)([a-z]+)?")
 _FRACTIONAL = re.compile(r"[0-9]+\.[0-9]+([a-z]+)?")
@@ -39,6 +42,8 @@ def parse_size(text: str) -> Size:
     if not match:
         raise ValueError("is not a memory size")
     number, unit = match.groups()
+    if len(number) > MAX_SIZE_DIGITS:
+        raise ValueError(f"has more than {MAX_SIZE_DIGITS} digits")
     if unit is None:
         return Size(int(number), has_unit=False)
     if unit not in UNIT_BYTES:

@@ -5,12 +5,24 @@ import math
 from collections.abc import Iterator
 
 from .errors import Problem, TemplateError
-from .schema import SERIALIZER_CLASSES, PoolTemplate, owning_field
-from .units import MIB, SIZE_EXAMPLE, parse_size
+from .schema import SERIALIZER_CLASSES, PoolTemplate, field_value, owning_field
+from .units import MAX_SIZE, MIB, SIZE_EXAMPLE, parse_size
 
 # SPARK-19006: Kryo's buffer is indexed by int, so Spark rejects a max of 2048 MiB or more.
 KRYO_BUFFER_LIMIT_MIB = 2048
 BARRIER_KINDS = ("barrier", "horovod")
+# The counts' ranges: the least Spark runs with, and maxima far above real pools, so that a typo such as
+# executor.cores=1000000 is refused: the largest hosts have 768 hardware threads and 16 GPUs, and the largest
+# Spark clusters reported run some thousands of nodes.
+COUNT_RANGES = {
+    "nodes": (1, 10_000),
+    "executor.instances": (1, 100_000),
+    "executor.cores": (1, 1024),
+    "executor.task_cpus": (1, 1024),
+    "driver.cores": (1, 1024),
+    "gpu.per_executor": (0, 64),
+    "job.processes": (1, 100_000),
+}
 
 
 def validate(template: PoolTemplate) -> list[Problem]:
@@ -27,18 +39,11 @@ def validate(template: PoolTemplate) -> list[Problem]:
 
 
 def _counts(template: PoolTemplate) -> Iterator[Problem]:
-    minimums = {
-        "nodes": (template.nodes, 1),
-        "executor.instances": (template.executor.instances, 1),
-        "executor.cores": (template.executor.cores, 1),
-        "executor.task_cpus": (template.executor.task_cpus, 1),
-        "driver.cores": (template.driver.cores, 1),
-        "gpu.per_executor": (template.gpu.per_executor, 0),
-        "job.processes": (template.job.processes, 1),
-    }
-    for field, (value, minimum) in minimums.items():
-        if value is not None and value < minimum:
-            yield Problem(field, value, f"must be at least {minimum}", f"a whole number >= {minimum}")
+    for field, (minimum, maximum) in COUNT_RANGES.items():
+        value = field_value(template, field)
+        if value is not None and not minimum <= value <= maximum:
+            rule = f"must be at least {minimum}" if value < minimum else f"must be at most {maximum}"
+            yield Problem(field, value, rule, f"a whole number from {minimum} to {maximum}")
     if template.gpu.per_task <= 0:
         yield Problem("gpu.per_task", template.gpu.per_task, "must be above 0",
                       "a fraction 1/n such as 0.5 or 0.25, or a whole number")
@@ -61,12 +66,19 @@ def _sizes(template: PoolTemplate) -> Iterator[Problem]:
         if not size.has_unit:
             yield Problem(field, text, "needs a unit: Spark reads a bare number here as MiB, "
                           "not bytes", f"{text}m if MiB was meant, or {SIZE_EXAMPLE}")
+        elif size.bytes == 0:
+            yield Problem(field, text, "must be above 0", SIZE_EXAMPLE)
+        elif size.bytes > MAX_SIZE:
+            yield Problem(field, text, "is larger than any machine's memory", SIZE_EXAMPLE)
     if template.gpu.reserve is not None:
         try:
-            parse_size(template.gpu.reserve)
+            reserve = parse_size(template.gpu.reserve)
         except ValueError as exc:
             yield Problem("gpu.reserve", template.gpu.reserve,
                           f"memory string does not parse: {exc}", SIZE_EXAMPLE)
+            return
+        if reserve.bytes > MAX_SIZE:
+            yield Problem("gpu.reserve", template.gpu.reserve, "is larger than any GPU's memory", SIZE_EXAMPLE)
 
 
 def _kryo_buffer(template: PoolTemplate) -> Iterator[Problem]:

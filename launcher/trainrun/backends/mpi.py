@@ -9,7 +9,7 @@ from ..job import MpiJob
 from ..machine import Machine
 from ..plan import Plan, thread_env
 from ..rank.env import SHOW_RANKS
-from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, positive_int, rank_list
+from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, rank_count, rank_list
 
 # What reaches every rank on every host besides the job's own -x variables.
 FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV")
@@ -48,7 +48,7 @@ def rendezvous_env(hosts: tuple[HostSlots, ...], machine: Machine) -> dict[str, 
 def hosts_and_env(job: MpiJob, machine: Machine) -> tuple[tuple[HostSlots, ...], dict[str, str]]:
     """The job's hosts (this one by default), checked against -np, and the env every rank gets: the
     rendezvous, per-rank thread defaults, the network interface, then the job's own -x variables."""
-    positive_int("-np", job.num_processes)
+    rank_count("-np", job.num_processes)
     hosts = job.hosts or (HostSlots("localhost", job.num_processes),)
     check_capacity("-np", job.num_processes, hosts)
     env = {**rendezvous_env(hosts, machine), **thread_env(machine, max(host.slots for host in hosts))}

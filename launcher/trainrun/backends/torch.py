@@ -5,7 +5,7 @@ from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
 from ..machine import Machine
 from ..plan import Plan, thread_env
-from ..validate import host_port, port, positive_int
+from ..validate import host_port, port, positive_int, rank_count
 
 INSTALL_TORCH = "pip install torch"
 TORCHRUN_DEFAULT_PORT = 29500
@@ -17,7 +17,7 @@ def processes_per_node(job: TorchJob, machine: Machine) -> int:
     """--nproc-per-node as a count; torchrun's words: gpu (this host's GPUs), cpu (its cores), auto (GPUs if any)."""
     value = job.nproc_per_node
     if isinstance(value, int) and not isinstance(value, bool):
-        return positive_int("--nproc-per-node", value)
+        return rank_count("--nproc-per-node", value)
     if value == "gpu" or (value == "auto" and machine.gpu_count):
         if not machine.gpu_count:
             raise UsageError("--nproc-per-node", value, "a number, cpu or auto on a host without GPUs")

@@ -1,7 +1,12 @@
+import dataclasses
+
 import pytest
 
 from pooltemplates import TemplateError
-from trainstack.matrix import MatrixError, load_matrix, parse_overrides
+from trainstack.dockerfile import render_dockerfile
+from trainstack.matrix import PATCHES_DIR, MatrixError, load_matrix, parse_overrides
+
+PATCHES = ", ".join(sorted(path.name for path in PATCHES_DIR.glob("*.patch")))
 
 
 @pytest.fixture(scope="module")
@@ -93,14 +98,38 @@ def test_malformed_set_pairs_are_refused(pair):
     ({"horovod.frameworks": "pytroch"}, "--set horovod.frameworks.0 = 'pytroch': is not one of pytorch, tensorflow"),
     ({"base_image": "debian:12\nRUN echo injected"}, "--set base_image = 'debian:12\\nRUN echo injected': is not a docker image"),
     ({"java.apt_package": "x; echo INJ"}, "--set java.apt_package = 'x; echo INJ': is not an image, flavor, component or package name"),
-    ({"horovod.patch": "/etc/passwd"}, "--set horovod.patch.0 = '/etc/passwd': is not a file name in images/patches/"),
-    ({"horovod.patch": "missing.patch"}, "--set horovod.patch = 'missing.patch': is not a file in images/patches/"),
+    ({"horovod.patch": "/etc/passwd"}, f"--set horovod.patch.0 = '/etc/passwd': is not a file in images/patches/ "
+                                       f"(valid: {PATCHES})"),
+    ({"horovod.patch": "../patches/x.patch"}, "--set horovod.patch.0 = '../patches/x.patch': is not a file in "
+                                              f"images/patches/ (valid: {PATCHES})"),
+    ({"horovod.patch": "missing.patch"}, "--set horovod.patch.0 = 'missing.patch': is not a file in images/patches/"),
     ({"torch.index_url": "http://example.org/simple"}, "--set torch.index_url = 'http://example.org/simple': is not an https URL"),
+    ({"torch.version": "1.0-foo-bar"}, "--set torch.version = '1.0-foo-bar': is not a version (PEP 440), e.g. 2.10.0"),
+    ({"torch": "2.10.0; echo INJ"}, "--set torch.version = '2.10.0; echo INJ': is not a version (PEP 440)"),
+    ({"pandas": "latest"}, "--set pandas = 'latest': is not a version (PEP 440), e.g. 2.10.0 or 2.13.0+cpu"),
+    ({"torch.foo": "1"}, "--set torch.foo = '1': torch has no field 'foo' (valid: torch.version, torch.index_url)"),
+    ({"horovod.cuda_architectures": "80,x"}, "--set horovod.cuda_architectures.1 = 'x': is not of type integer"),
+    ({"base_image": "a" * 300}, f"--set base_image = '{'a' * 37}...{'a' * 38}': is longer than 255 characters"),
 ])
 def test_set_values_are_checked_against_the_schema_naming_the_key(matrix, overrides, message):
     with pytest.raises(MatrixError) as error:
         matrix.flavor("cpu", overrides)
     assert message in str(error.value)
+    assert "\n" not in str(error.value), "one problem, one line"
+
+
+def test_a_gpu_toolkit_version_must_be_pep_440(matrix):
+    with pytest.raises(MatrixError, match=r"^--set cuda.toolkit = '13.0-x-y': is not a version \(PEP 440\)"):
+        matrix.flavor("gpu-cu13", {"cuda.toolkit": "13.0-x-y"})
+
+
+def test_list_fields_are_typed_by_the_schema(matrix):
+    assert matrix.flavor("gpu", {"horovod.cuda_architectures": "80,90"}).field("horovod", "cuda_architectures") == [80, 90]
+
+
+def test_well_formed_unknown_versions_pass_until_pip_resolves_them(matrix):
+    # No offline list of releases exists: trainstack/resolver.py asks PyPI, and only for GPU stacks.
+    assert matrix.flavor("cpu", {"torch": "99.0.0"}).version("torch") == "99.0.0"
 
 
 def test_list_fields_take_comma_separated_values(matrix):
@@ -115,3 +144,19 @@ def test_a_malformed_matrix_file_names_every_problem(tmp_path):
     with pytest.raises(MatrixError) as error:
         load_matrix(broken)
     assert "flavors.cpu = " in str(error.value) and "'base_image' is a required property" in str(error.value)
+
+
+def test_matrix_words_in_run_lines_are_quoted_by_construction(matrix):
+    # The schema refuses these values in --set; a flavor built past it must still not inject a command.
+    cpu = matrix.flavor("cpu")
+    hostile = dataclasses.replace(cpu, components={
+        **cpu.components,
+        "java": {**cpu.components["java"], "apt_package": "x; echo INJ"},
+        "horovod": {**cpu.components["horovod"], "version": "0.28.1 && echo INJ", "patch": ["$(echo INJ).patch"]},
+    })
+    dockerfile = render_dockerfile(hostile)
+    assert "'x; echo INJ'" in dockerfile
+    assert "horovod=='0.28.1 && echo INJ'" in dockerfile
+    assert "/tmp/build/patches/'$(echo INJ).patch'" in dockerfile
+    shell_lines = [line for line in dockerfile.splitlines() if not line.startswith("LABEL ")]
+    assert all("INJ" not in line for line in shell_lines if "'" not in line)

@@ -1,12 +1,16 @@
 """Bad input: one error naming the option, the value and what is valid; missing backends say what to install."""
 from __future__ import annotations
 
+import socket
 import sys
+import time
 
 import pytest
 
+import trainrun
 from trainrun import cli
 from trainrun.errors import MissingBackend, UsageError
+from trainrun.validate import MASTER_CONNECT_SECONDS, check_reachable
 
 USAGE_CASES = {
     "np beyond host slots": (["mpi", "-np", "5", "-H", "a:2,b:2", "--", "python", "t.py"], "-np", "at most 4"),
@@ -36,6 +40,22 @@ USAGE_CASES = {
                                 "--ranks-filter", "comma-separated"),
     "local mode gpus": (["spark", "--local-mode", "--use-gpu", "--num-processes", "4", "--", "t.py"],
                         "--num-processes", "at most 0"),
+    "mpi ranks beyond the limit": (["mpi", "-np", "1000000", "python", "t.py"], "-np", "from 1 to 4096"),
+    "gloo ranks beyond the limit": (["mpi", "--gloo", "-np", "4097", "python", "t.py"], "-np", "from 1 to 4096"),
+    "torch ranks beyond the limit": (["torch", "--nproc-per-node", "1000000", "t.py"], "--nproc-per-node",
+                                     "from 1 to 4096"),
+    "spark ranks beyond the limit": (["spark", "-np", "1000000", "t.py"], "--num-processes", "from 1 to 4096"),
+    "spark local mode ranks beyond the limit": (["spark", "--local-mode", "-np", "1000000", "t.py"],
+                                                "--num-processes", "from 1 to 4096"),
+    "host slots beyond the limit": (["mpi", "-np", "2", "-H", "a:1000000", "python", "t.py"], "-H",
+                                    "with 1 to 4096 slots"),
+    "unknown master scheme": (["spark", "-np", "2", "--master", "foo://bar", "t.py"], "--master",
+                              "local, local[N], local[*], local[N,F], local-cluster[N,C,M], "
+                              "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://https://HOST:PORT"),
+    "standalone master without port": (["spark", "-np", "2", "--master", "spark://head", "t.py"], "--master",
+                                       "spark://HOST:PORT"),
+    "master from conf": (["spark", "-np", "2", "--conf", "spark.master=local[0]", "t.py"], "spark.master",
+                         "local[N]"),
 }
 
 
@@ -80,7 +100,6 @@ def test_template_checked_with_job_shape(plan_for, fake_pooltemplates) -> None:
 
 @pytest.mark.parametrize("argv,fragment,code", [
     (["torch", "--nproc-per-node", "0", "--", "t.py"], "--nproc-per-node/--nproc_per_node: expected an integer >= 1, got '0'", 2),
-    (["torch", "--nproc-per-node", "2", "--timeout", "-1", "--", "t.py"], "--timeout: expected a number", 2),
     (["mpi", "-np", "x", "--", "python", "t.py"], "-np/--num-processes/--num-proc/--num_processes/--num_proc: expected an integer >= 1, got 'x'", 2),
 ])
 def test_cli_option_type_errors_exit_2(argv, fragment, code, capsys) -> None:
@@ -155,3 +174,62 @@ def test_version_and_help_speak_to_users(capsys) -> None:
     text = " ".join(capsys.readouterr().out.split())
     assert "--nproc-per-node N|auto|gpu|cpu, --nproc_per_node N|auto|gpu|cpu" in text
     assert "a `--` before it is optional" in text and "auto (gpu if any, else cpu)" in text
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "-1", "0", "1e400", "soon"])
+def test_timeout_must_be_finite_and_positive(value: str, capsys, monkeypatch: pytest.MonkeyPatch, machine) -> None:
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    assert cli.main(["mpi", "-np", "2", f"--timeout={value}", "--dry-run", "python", "t.py"]) == 2
+    assert capsys.readouterr().err == (f"trainrun: --timeout = {value!r}: is invalid "
+                                       "(valid: a finite number of seconds > 0, e.g. 3600)\n")
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), 0, -5, True])
+def test_api_timeout_must_be_finite_and_positive(value: object) -> None:
+    with pytest.raises(UsageError, match=r"^timeout = .*a finite number of seconds > 0"):
+        trainrun.run("t.py", timeout=value)
+
+
+@pytest.mark.parametrize("master", ["local", "local[4]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]", "yarn",
+                                    "k8s://https://api.example.org:6443", "k8s://api:443"])
+def test_spark_master_urls_spark_accepts_are_planned(plan_for, master: str) -> None:
+    plan = plan_for(["spark", "-np", "2", "--master", master, "t.py"])
+    assert plan.argv[plan.argv.index("--master") + 1] == master
+
+
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_unreachable_standalone_master_is_refused_within_the_bound(plan_for) -> None:
+    port = closed_port()
+    started = time.monotonic()
+    with pytest.raises(UsageError) as err:
+        plan_for(["spark", "-np", "2", "--master", f"spark://127.0.0.1:{port}", "t.py"])
+    assert time.monotonic() - started < MASTER_CONNECT_SECONDS + 1
+    assert str(err.value) == (
+        f"--master = 'spark://127.0.0.1:{port}': 127.0.0.1:{port} did not accept a TCP connection within 3 s "
+        "(valid: a running Spark master: start it (the local pool: invoke pool.up), or correct HOST:PORT and "
+        "check that no firewall is in between)")
+
+
+def test_dry_run_plans_a_standalone_master_offline(plan_for) -> None:
+    plan_for(["spark", "--dry-run", "-np", "2", "--master", f"spark://127.0.0.1:{closed_port()}", "t.py"])
+
+
+def test_one_listening_master_of_a_list_suffices(plan_for) -> None:
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        port = listening.getsockname()[1]
+        plan_for(["spark", "-np", "2", "--master", f"spark://127.0.0.1:{closed_port()},127.0.0.1:{port}", "t.py"])
+
+
+def test_a_silent_master_is_given_up_after_the_bound() -> None:
+    started = time.monotonic()
+    # 192.0.2.0/24 is TEST-NET-1: nothing answers there (or the network says at once that it is unreachable).
+    with pytest.raises(UsageError, match="192.0.2.1:7077 did not accept a TCP connection within 0.3 s"):
+        check_reachable("--master", "spark://192.0.2.1:7077", [("192.0.2.1", 7077)], seconds=0.3)
+    assert time.monotonic() - started < 1

@@ -144,15 +144,68 @@ def test_kryo_buffer_with_java_serializer_warns() -> None:
     assert "JavaSerializer" in problem.rule
 
 
-@pytest.mark.parametrize(("field", "value", "minimum"), [
-    ("nodes", "0", 1), ("executor.instances", "0", 1), ("executor.cores", "0", 1),
-    ("executor.task_cpus", "0", 1), ("driver.cores", "-1", 1), ("gpu.per_executor", "-1", 0),
-    ("job.processes", "0", 1),
+@pytest.mark.parametrize(("field", "value", "rule", "valid"), [
+    ("nodes", "0", "must be at least 1", "a whole number from 1 to 10000"),
+    ("nodes", "10001", "must be at most 10000", "a whole number from 1 to 10000"),
+    ("executor.instances", "0", "must be at least 1", "a whole number from 1 to 100000"),
+    ("executor.cores", "0", "must be at least 1", "a whole number from 1 to 1024"),
+    ("executor.cores", "1000000", "must be at most 1024", "a whole number from 1 to 1024"),
+    ("executor.task_cpus", "0", "must be at least 1", "a whole number from 1 to 1024"),
+    ("driver.cores", "-1", "must be at least 1", "a whole number from 1 to 1024"),
+    ("driver.cores", "1025", "must be at most 1024", "a whole number from 1 to 1024"),
+    ("gpu.per_executor", "-1", "must be at least 0", "a whole number from 0 to 64"),
+    ("gpu.per_executor", "65", "must be at most 64", "a whole number from 0 to 64"),
+    ("job.processes", "0", "must be at least 1", "a whole number from 1 to 100000"),
 ])
-def test_counts_have_minimums(field: str, value: str, minimum: int) -> None:
+def test_counts_have_documented_ranges(field: str, value: str, rule: str, valid: str) -> None:
     problems = errors_of("local-pool", {field: value})
-    assert Problem(field, int(value), f"must be at least {minimum}",
-                   f"a whole number >= {minimum}") in problems
+    assert Problem(field, int(value), rule, valid) in problems
+
+
+def test_a_huge_core_count_is_one_line_naming_field_value_and_range() -> None:
+    with pytest.raises(TemplateError) as caught:
+        load_template("local-pool", {"executor.cores": "1000000"})
+    assert str(caught.value) == ("template 'local-pool': 1 error\n  - executor.cores = 1000000: must be at most 1024 "
+                                 "(valid: a whole number from 1 to 1024)")
+
+
+@pytest.mark.parametrize(("field", "value", "rule"), [
+    ("executor.memory", "0g", "must be above 0"),
+    ("driver.memory", "0m", "must be above 0"),
+    ("serializer.kryo_buffer_max", "0k", "must be above 0"),
+    ("executor.memory", "65t", "is larger than any machine's memory"),
+    ("executor.memory", "99999999999999999999p", "is larger than any machine's memory"),
+    ("gpu.reserve", "65t", "is larger than any GPU's memory"),
+    ("executor.memory", "1" * 5000 + "g", "memory string does not parse: has more than 20 digits"),
+])
+def test_sizes_are_positive_and_at_most_64t(field: str, value: str, rule: str) -> None:
+    (problem,) = errors_of("local-pool", {field: value})
+    assert (problem.field, problem.value, problem.rule) == (field, value, rule)
+    assert problem.valid == "a whole number with a unit b, k, m, g, t or p, at most 64t, e.g. 512m or 60g"
+    assert len(str(problem)) < 250
+
+
+def test_the_largest_size_is_accepted() -> None:
+    assert load_template("local-pool", {"executor.memory": "64t"}).executor.memory == "64t"
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf", "1e999"])
+def test_non_finite_task_gpu_amounts_are_refused(value: str) -> None:
+    (problem,) = errors_of("local-pool", {"gpu.per_task": value})
+    assert (problem.field, problem.rule, problem.valid) == ("gpu.per_task", "must be a finite number", "a number")
+    assert str(problem).startswith(f"gpu.per_task = {float(value)!r}: must be a finite number")
+
+
+def test_non_finite_numbers_in_a_file_are_refused(write_template) -> None:
+    path = write_template("nan", "extends: local-pool\ngpu: {per_task: .nan}\n")
+    (problem,) = errors_of(str(path), {})
+    assert (problem.field, problem.rule) == ("gpu.per_task", "must be a finite number")
+
+
+def test_an_echoed_value_is_cut_to_80_characters() -> None:
+    (problem,) = errors_of("local-pool", {"executor.memory": "x" * 10_000})
+    shown = str(problem).split(": memory string")[0].removeprefix("executor.memory = ")
+    assert len(shown) == 80 and "..." in shown
 
 
 def test_task_gpu_amount_must_be_positive() -> None:

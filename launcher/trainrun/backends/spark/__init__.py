@@ -8,7 +8,7 @@ from ...errors import MissingBackend, UsageError
 from ...job import MpiJob, SparkJob, TorchJob
 from ...machine import Machine
 from ...plan import Plan
-from ...validate import positive_int, rank_list
+from ...validate import check_reachable, rank_count, rank_list, spark_master
 from ..mpi import MpiPlanner
 from ..torch import TorchPlanner
 
@@ -51,7 +51,7 @@ class SparkPlanner:
         self.template_conf = template_conf
 
     def plan(self, job: SparkJob, machine: Machine) -> Plan:
-        positive_int("--num-processes", job.num_processes)
+        rank_count("--num-processes", job.num_processes)
         if job.template_set and not job.template:
             raise UsageError("--set", job.template_set[0][0], "used together with --template")
         if job.framework not in FRAMEWORKS:
@@ -69,6 +69,10 @@ class SparkPlanner:
         if use_gpu and TASK_GPUS not in conf:
             raise UsageError("--use-gpu", True, f"a template or --conf that sets {TASK_GPUS}")
         master = job.master or conf.get("spark.master") or f"local[{job.num_processes}]"
+        option = "--master" if job.master else "spark.master"
+        standalone_masters = spark_master(option, master)
+        if job.check_master:
+            check_reachable(option, master, standalone_masters)
         argv = [machine.python, "-m", "trainrun.backends.spark.driver", "--master", master,
                 "--num-processes", str(job.num_processes), "--framework", job.framework,
                 "--use-gpu" if use_gpu else "--no-gpu"]
