@@ -49,3 +49,22 @@ def test_pyspark_local_job(in_image):
 
 def test_java_17(in_image):
     assert 'version "17.' in in_image.run(["java", "-version"])
+
+
+@pytest.mark.parametrize("keras", ["3", "2"])
+def test_horovod_keras_apis(in_image, keras):
+    """SyncBatchNormalization, PartialDistributedGradientTape, broadcast_variables, DistributedOptimizer
+    options, the LR warm-up callback, checkpoints and elastic KerasState under Keras 3 and Keras 2."""
+    output = in_image.run(["mpirun", "-np", "2", "-x", "TF_USE_LEGACY_KERAS", "python", "/units/hvd_keras_apis.py"],
+                          env={"TF_USE_LEGACY_KERAS": "1" if keras == "2" else "0"})
+    assert f"keras{keras} rank 0 all ok" in output
+    assert f"keras{keras} rank 1 all ok" in output
+
+
+def test_estimator_script_without_main_guard_trains(in_image):
+    """A notebook's TorchEstimator cell pasted into a script, with no __main__ guard, over MPI: Horovod's
+    spawned helper processes re-ran the script and its MPI probe failed ("horovod does not find an
+    installed MPI") before horovod-0.28.1-script-without-main-guard.patch."""
+    output = in_image.run(["python", "/units/unguarded_estimator.py"], timeout=300)
+    assert "unguarded estimator trained: 1 epoch" in output
+    assert "does not find an installed MPI" not in output
