@@ -18,15 +18,25 @@ from trainstack import docker_client
 from trainstack.build_context import write_build_context
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
-from trainstack.identity import CONSTRAINTS_PATH, IMAGE_SCRIPTS_DIR, MANIFEST_PATH, image_reference, image_tags
+from trainstack.identity import (
+    CONSTRAINTS_PATH,
+    IMAGE_SCRIPTS_DIR,
+    MANIFEST_PATH,
+    SBOM_PATH,
+    image_reference,
+    image_tags,
+)
 from trainstack.manifest import (
     HOROVOD_MODULES,
+    SETID_FIND,
     cuda_stack_mismatches,
     manifest_mismatches,
     parse_constraints,
     pip_check_problems,
+    setid_problems,
 )
 from trainstack.matrix import REPO_ROOT, Flavor
+from trainstack.sbom import sbom_problems
 from trainstack.sources import SourceOptions, check_sources
 
 BUILD_DIR = REPO_ROOT / "build"
@@ -80,7 +90,14 @@ def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dic
         raise TrainstackError(f"verify: {MANIFEST_PATH} missing in the image: {manifest_text.strip()}")
     manifest = json.loads(manifest_text)
     _, constraints_text = docker_client.run_in_image(client, image, ["cat", CONSTRAINTS_PATH])
-    problems = manifest_mismatches(flavor, manifest, parse_constraints(constraints_text))
+    installed = parse_constraints(constraints_text)
+    problems = manifest_mismatches(flavor, manifest, installed)
+    progress(f"verify: the SBOM {SBOM_PATH} lists what is installed")
+    status, sbom_text = docker_client.run_in_image(client, image, ["cat", SBOM_PATH])
+    problems += sbom_problems(flavor, sbom_text if status == 0 else None, installed)
+    progress("verify: no setuid/setgid files")
+    problems += setid_problems(*docker_client.run_container(
+        client, {"image": image, "command": SETID_FIND, "user": "root"}, timeout=300))
     progress("verify: pip check")
     _, pip_check_output = docker_client.run_in_image(client, image, ["pip", "check"])
     problems += pip_check_problems(flavor, pip_check_output)

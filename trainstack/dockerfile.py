@@ -101,6 +101,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "examples_dir": identity.EXAMPLES_DIR,
         "image_scripts_dir": identity.IMAGE_SCRIPTS_DIR,
         "manifest_path": identity.MANIFEST_PATH,
+        "sbom_path": identity.SBOM_PATH,
         "constraints_path": identity.CONSTRAINTS_PATH,
         "login_profile_path": identity.LOGIN_PROFILE_PATH,
         "spark_writable_dirs": [identity.SPARK_WORKER_DIR, identity.SPARK_LOG_DIR],

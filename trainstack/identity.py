@@ -24,6 +24,8 @@ POOL_SHARE_LABEL = f"{POOL_LABEL}.share"
 
 VENV_DIR = "/opt/venv"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"
+# The image's CycloneDX SBOM, written beside the manifest at build time (images/scripts/write_sbom.py).
+SBOM_PATH = "/etc/trainstack/sbom.cdx.json"
 CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 EXAMPLES_DIR = "/opt/trainstack/examples"
 DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"

@@ -1,6 +1,7 @@
 """Checks an image's manifest (what is installed) against its flavor, and names the image by its contents."""
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from packaging.version import Version
@@ -174,3 +175,27 @@ def _same_release(actual: str | None, expected: str) -> bool:
 
 def _normalize(name: str) -> str:
     return name.lower().replace("_", "-").replace(".", "-")
+
+
+# Setuid/setgid files on the image's root filesystem, listed as root (the training user cannot read every folder).
+SETID_FIND = ["find", "/", "-xdev", "-type", "f", "-perm", "/6000", "-printf", "%m %u:%g %p\\n"]
+# The setuid/setgid files that may stay, each with the reason the training user needs it. None does: the
+# Dockerfile's last RUN removes every such bit.
+ALLOWED_SETID_FILES: dict[str, str] = {}
+
+
+def setid_problems(status: int, find_output: str, allowed: dict[str, str] = ALLOWED_SETID_FILES) -> list[str]:
+    """Each setuid/setgid file SETID_FIND listed (lines `MODE USER:GROUP PATH`) that `allowed` gives no reason for."""
+    if status != 0:
+        return [f"listing setuid/setgid files failed (find exit {status}): {find_output.strip().splitlines()[-1:]}"]
+    problems = []
+    for line in find_output.splitlines():
+        mode, _, rest = line.strip().partition(" ")
+        owner, _, path = rest.partition(" ")
+        if not path or path in allowed:
+            continue
+        bits = int(mode, 8) if re.fullmatch(r"[0-7]+", mode) else 0
+        kinds = [kind for bit, kind in ((0o4000, "setuid"), (0o2000, "setgid")) if bits & bit] or ["setuid/setgid"]
+        problems.append(f"{path} is {' and '.join(kinds)} (mode {mode}, {owner}): the training user needs no such "
+                        "file; the Dockerfile's `find ... -exec chmod a-s` step should have removed the bit")
+    return problems

@@ -1,4 +1,9 @@
-"""Pushes a built flavor to a registry under the tags derived from its contents."""
+"""Pushes a built flavor to a registry under the tags derived from its contents.
+
+The manifest and the SBOM are files in the image (/etc/trainstack/), so each pushed tag, being the same image,
+carries both: `docker run --rm REF cat /etc/trainstack/sbom.cdx.json` (or `invoke sbom --image REF`) reads the
+SBOM of any pushed tag. An image without them (built before they existed) is not pushed.
+"""
 from __future__ import annotations
 
 import json
@@ -8,7 +13,8 @@ import docker.errors
 from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError
-from trainstack.identity import MANIFEST_PATH, image_reference, image_tags
+from trainstack.identity import MANIFEST_PATH, SBOM_PATH, image_reference, image_tags
+from trainstack.sbom import read_image_sbom
 
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 
@@ -24,6 +30,11 @@ def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
     status, text = docker_client.run_in_image(client, local, ["cat", MANIFEST_PATH])
     if status != 0:
         raise TrainstackError(f"push: {local} has no {MANIFEST_PATH}; rebuild it with `invoke build`")
+    try:
+        sbom = read_image_sbom(client, local)
+    except TrainstackError as exc:
+        raise TrainstackError(f"push: {exc}") from None
+    report(f"push {local}: its SBOM {SBOM_PATH} ({len(sbom['components'])} components) goes with every tag")
     repository = f"{registry}/{image_name}"
     pushed = []
     for tag in image_tags(json.loads(text)):

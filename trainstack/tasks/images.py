@@ -1,4 +1,4 @@
-"""invoke tasks for the images: matrix, render, build, base, push, train, docs, test.
+"""invoke tasks for the images: matrix, render, build, base, push, sbom, scan, train, docs, test.
 
 Options that depend on the machine default to environment variables, so one machine's setup
 (see ./dev) is written once: TRAINSTACK_BASE_IMAGE, TRAINSTACK_WHEELHOUSE, TRAINSTACK_CA_BUNDLE.
@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from invoke import task
+from invoke.exceptions import Exit
 
 from trainstack.console import reports_errors
 from trainstack.errors import bad_value, whole_number
@@ -132,6 +133,72 @@ def push(c, registry, gpu=False, flavor=None):
     image_matrix = load_matrix()
     for pushed in push_flavor(image_matrix.image_name, flavor or ("gpu" if gpu else "cpu"), registry):
         print(pushed)
+
+
+def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str | None) -> tuple[str, dict]:
+    """(where it came from, the SBOM): a file, an image reference, or a built flavor's image."""
+    from trainstack.sbom import parse_sbom
+
+    if sbom_file:
+        path = Path(sbom_file)
+        if not path.is_file():
+            raise bad_value("--sbom", sbom_file, "is not a file", "an SBOM file (CycloneDX 1.5 JSON)")
+        return sbom_file, parse_sbom(path.read_text(encoding="utf-8"), sbom_file)
+    from trainstack import docker_client
+    from trainstack.identity import SBOM_PATH, check_reference, flavor_image
+    from trainstack.matrix import load_matrix
+    from trainstack.sbom import read_image_sbom
+
+    reference = check_reference("--image", image) if image else flavor_image(
+        load_matrix().flavor(flavor or ("gpu" if gpu else "cpu")).name)
+    return f"{reference}:{SBOM_PATH}", read_image_sbom(docker_client.connect(), reference)
+
+
+SBOM_HELP = {"gpu": "the gpu flavor's image", "flavor": "a flavor's image (default cpu)",
+             "image": "any image reference instead of a flavor's"}
+
+
+@task(help={**SBOM_HELP, "out": "write the SBOM here instead of stdout"})
+@reports_errors
+def sbom(c, gpu=False, flavor=None, image=None, out=None):
+    """Print (or --out FILE) the CycloneDX SBOM the image carries (/etc/trainstack/sbom.cdx.json)."""
+    import json
+
+    _, document = _image_sbom(gpu, flavor, image, None)
+    text = json.dumps(document, indent=1) + "\n"
+    if out:
+        Path(out).write_text(text, encoding="utf-8")
+    else:
+        print(text, end="")
+
+
+@task(help={
+    **SBOM_HELP,
+    "sbom": "an SBOM file (CycloneDX 1.5 JSON) instead of an image's; needs no docker",
+    "require": "exit 2 unless a database answered for every package (default: 'not scanned' is reported, exit 0)",
+    "osv-url": "OSV API (default https://api.osv.dev)",
+    "pypi-url": "PyPI JSON API, asked for the Python packages OSV did not answer for (default https://pypi.org)",
+})
+@reports_errors
+def scan(c, gpu=False, flavor=None, image=None, sbom=None, require=False, osv_url=None, pypi_url=None):
+    """Look the image's SBOM up in vulnerability databases; exit 1 on a known vulnerability.
+
+    Says "not scanned: no vulnerability database reachable (tried ...)" when no database answered, and never
+    "no known vulnerabilities" of a package none answered for.
+    """
+    from trainstack.errors import TrainstackError
+    from trainstack.scan import OSV_URL, PYPI_URL, scan_sbom
+
+    osv_url = _index_url("--osv-url", osv_url) or OSV_URL
+    pypi_url = _index_url("--pypi-url", pypi_url) or PYPI_URL
+    origin, document = _image_sbom(gpu, flavor, image, sbom)
+    print(f"scan of {origin}: {len(document['components'])} components", file=sys.stderr)
+    result = scan_sbom(document, osv_url, pypi_url)
+    print(result.report())
+    if require and result.not_scanned:
+        raise TrainstackError(f"--require: {result.not_scanned_line()}")
+    if result.vulnerable:
+        raise Exit(code=1)
 
 
 @task(help={"gpu": "use the gpu flavor", "flavor": "any flavor by name", "processes": "Horovod ranks"})
