@@ -21,6 +21,8 @@ FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"
 POOL_LABEL = f"{LABEL_PREFIX}.pool"
 POOL_ROLE_LABEL = f"{POOL_LABEL}.role"
 POOL_SHARE_LABEL = f"{POOL_LABEL}.share"
+# The host path of a pool's Spark conf, which holds its secret (trainstack/localpool/security.py).
+POOL_CONF_LABEL = f"{POOL_LABEL}.spark-conf"
 
 VENV_DIR = "/opt/venv"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"
@@ -35,6 +37,8 @@ LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
 # Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).
 SPARK_WORKER_DIR = "/tmp/spark/work"
 SPARK_LOG_DIR = "/tmp/spark/logs"
+# The image's training user (useradd --uid in images/Dockerfile.j2).
+IMAGE_USER_UID = 1000
 # Where the image keeps the sources of the two distributions it installs.
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
 

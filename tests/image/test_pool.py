@@ -1,5 +1,5 @@
 """A real pool of the image (1 master + 2 workers): trainrun spark, horovod.spark and TorchDistributor
-jobs across the workers, a killed worker, pool.down.
+jobs across the workers, a client without the pool's secret, a killed worker, pool.down.
 
 Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
 in file order: the worker kill damages the pool, so it comes last but for `down`.
@@ -7,6 +7,7 @@ in file order: the worker kill damages the pool, so it comes last but for `down`
 from __future__ import annotations
 
 import io
+import json
 import re
 import socket
 import threading
@@ -17,8 +18,10 @@ from pathlib import Path
 import pytest
 
 from trainstack import localpool as pool
-from trainstack.identity import EXAMPLES_DIR, POOL_LABEL
+from trainstack.docker_client import run_container
+from trainstack.identity import EXAMPLES_DIR, POOL_CONF_LABEL, POOL_LABEL
 from trainstack.localpool.master import read_master_state
+from trainstack.localpool.specs import driver_kwargs
 from trainstack.workflows import summary
 
 UNITS_DIR = Path(__file__).parent / "units"
@@ -133,6 +136,53 @@ def test_torch_distributor_trains_on_the_pool(docker_client, running_pool):
     assert result["accuracy"] >= 0.9, result
 
 
+# An app on the pool network that runs `id` on an executor: what an unauthorised client would try.
+INTRUDER_JOB = """
+from pyspark.sql import SparkSession
+spark = SparkSession.builder.master({master!r}).appName("intruder").config("spark.cores.max", "1").getOrCreate()
+print("ran:", spark.sparkContext.parallelize([0], 1).map(lambda _: __import__("os").popen("id").read()).collect())
+"""
+
+
+def on_pool_network(docker_client, plan: dict, command: list[str], timeout: float = 150) -> tuple[int, str]:
+    """A container of the image on the pool network *without* the pool's conf (its secret)."""
+    create = driver_kwargs(plan["pool"], plan["image"], plan["network"]["name"], command,
+                           f"{plan['pool']}-outsider-{uuid.uuid4().hex[:6]}", None)
+    return run_container(docker_client, create, timeout=timeout)
+
+
+def test_a_client_without_the_secret_runs_nothing(docker_client, running_pool):
+    started = time.monotonic()
+    code, output = on_pool_network(docker_client, running_pool, [
+        "timeout", "100", "python", "-c", INTRUDER_JOB.format(master=running_pool["master_url"]["network"])])
+    print(f"refused after {time.monotonic() - started:.0f}s:", *[line for line in output.splitlines()
+                                                              if "ERROR" in line or "Error" in line][:3], sep="\n")
+    assert code != 0, output[-4000:]
+    assert "uid=" not in output, output[-4000:]
+    state = read_master_state(running_pool["ui_url"])
+    assert not [app for app in (*state["activeapps"], *state["completedapps"]) if app["name"] == "intruder"], state
+
+
+def test_rest_submission_is_off(docker_client, running_pool):
+    master = running_pool["master"]["hostname"]
+    code, output = on_pool_network(docker_client, running_pool, [
+        "python", "-c", f"import socket; socket.create_connection(({master!r}, 6066), timeout=5)"], timeout=60)
+    assert code != 0 and "ConnectionRefusedError" in output, output
+
+
+def test_the_secret_shows_in_no_inspect_process_line_or_log(docker_client, running_pool):
+    containers = docker_client.containers.list(filters={"label": f"{POOL_LABEL}={running_pool['pool']}"})
+    conf = Path(containers[0].labels[POOL_CONF_LABEL])
+    (secret,) = [line.split()[1] for line in conf.read_text().splitlines()
+                 if line.startswith("spark.authenticate.secret ")]
+    for container in containers:
+        container.reload()
+        assert secret not in json.dumps(container.attrs)
+        assert secret not in container.logs().decode(errors="replace")
+        code, lines = container.exec_run(["sh", "-c", "cat /proc/[0-9]*/cmdline /proc/[0-9]*/environ | tr '\\0' ' '"])
+        assert secret not in lines.decode(errors="replace")
+
+
 def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
     out = StreamedOutput()
     result: list[int] = []
@@ -152,6 +202,8 @@ def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
 
 
 def test_down_leaves_no_containers_or_networks(docker_client, running_pool):
+    conf = Path(docker_client.containers.get(running_pool["master"]["name"]).labels[POOL_CONF_LABEL])
     removed = pool.down(running_pool["pool"], client=docker_client)
+    assert not conf.parent.exists()
     assert running_pool["network"]["name"] in removed
     assert pool_leftovers(docker_client, running_pool["pool"]) == []

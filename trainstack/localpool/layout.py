@@ -13,6 +13,8 @@ from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.units import scale_size
 from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR, flavor_image
 
+from .security import SPARK_CONF_DIR
+
 MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 GPU_MODES = ("placeholder", "nvidia")
@@ -41,7 +43,8 @@ def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "p
             "command": ["spark-class", "org.apache.spark.deploy.master.Master",
                         "--host", master_host, "--port", str(MASTER_PORT),
                         "--webui-port", str(MASTER_UI_PORT)],
-            "environment": {},
+            # Where the runner mounts the pool's conf (its secret): security.py.
+            "environment": {"SPARK_CONF_DIR": SPARK_CONF_DIR},
             "mounts": [],
             "ports": [_published(MASTER_PORT, master_port), _published(MASTER_UI_PORT, ui_port)],
             "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "master"},
@@ -73,7 +76,7 @@ def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,
         "name": name,
         "hostname": name,
         "command": command,
-        "environment": {"SPARK_WORKER_DIR": SPARK_WORKER_DIR},
+        "environment": {"SPARK_WORKER_DIR": SPARK_WORKER_DIR, "SPARK_CONF_DIR": SPARK_CONF_DIR},
         "mounts": [],
         "ports": [],
         "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "worker"},

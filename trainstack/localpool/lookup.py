@@ -9,7 +9,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+from trainstack.identity import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
@@ -24,6 +24,7 @@ class RunningPool:
     gateway: str  # the host's address on the pool network, for a driver on the host
     image: str
     share: Path | None
+    spark_conf: Path | None  # the host file with the pool's secret (security.py)
     ui_url: str
     master_url: str  # from the host, through the published port
     network_master_url: str  # from containers on the pool network
@@ -68,6 +69,7 @@ def find_pool(client: docker.DockerClient, name: str) -> RunningPool:
         gateway=client.networks.get(network).attrs["IPAM"]["Config"][0]["Gateway"],
         image=master.attrs["Config"]["Image"],
         share=Path(share) if share else None,
+        spark_conf=Path(master.labels[POOL_CONF_LABEL]) if POOL_CONF_LABEL in master.labels else None,
         ui_url=f"http://127.0.0.1:{_host_port(master, MASTER_UI_PORT)}",
         master_url=f"spark://127.0.0.1:{_host_port(master, MASTER_PORT)}",
         network_master_url=f"spark://{master.attrs['Config']['Hostname']}:{MASTER_PORT}",

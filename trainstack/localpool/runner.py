@@ -13,12 +13,14 @@ from docker.models.containers import Container
 from trainrun.machine import pick_free_port
 from trainstack.console import report
 from trainstack.docker_client import connect
+from trainstack.identity import POOL_CONF_LABEL
 
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
 from .lookup import find_pool, pool_containers, pool_networks
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .plan import DEFAULT_POOL, pool_plan
+from .security import remove_pool_conf, write_pool_conf
 from .specs import container_kwargs, network_kwargs
 
 LOG_LINES_ON_FAILURE = 8
@@ -41,17 +43,21 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
                                    f"another name, or `invoke pool.down --name {name}` first")
     _check_port_free("--master-port", master_port)
     _check_port_free("--ui-port", ui_port)
+    spark_conf = write_pool_conf(name)
     try:
         client.networks.create(**network_kwargs(plan))
         for spec in (plan["master"], *plan["workers"]):
-            client.containers.create(**container_kwargs(plan, spec, share_dir)).start()
+            create = container_kwargs(plan, spec, share_dir, spark_conf=spark_conf)
+            client.containers.create(**create).start()
             progress(f"pool {name}: started {spec['name']}")
         _wait_until_ready(client, plan, timeout, progress)
     except docker.errors.APIError as err:
         _remove(client, name)
+        remove_pool_conf(spark_conf)
         raise _docker_failure(err, plan) from None
     except BaseException:
         _remove(client, name)
+        remove_pool_conf(spark_conf)
         raise
     return plan
 
@@ -66,7 +72,8 @@ def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) 
     lines = [
         f"pool {name}: image {pool.image}, network {pool.network}, UI {pool.ui_url}",
         f"master: {pool.master_url} (host), {pool.network_master_url} (pool network)",
-        f"host driver: --conf spark.driver.host={pool.gateway} --conf spark.driver.bindAddress={pool.gateway}",
+        f"host driver: --conf spark.driver.host={pool.gateway} --conf spark.driver.bindAddress={pool.gateway}"
+        + (f" with SPARK_CONF_DIR={pool.spark_conf.parent} (the pool's secret)" if pool.spark_conf else ""),
         "",
         status_table(state, pool.worker_names_by_ip()),
     ]
@@ -84,6 +91,8 @@ def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) ->
 def _remove(client: docker.DockerClient, name: str) -> list[str]:
     removed = []
     for container in pool_containers(client, name):
+        if POOL_CONF_LABEL in container.labels:
+            remove_pool_conf(Path(container.labels[POOL_CONF_LABEL]))
         try:
             container.remove(force=True)
         except docker.errors.NotFound:

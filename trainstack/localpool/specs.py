@@ -5,7 +5,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pooltemplates import package_file
-from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+from trainstack.identity import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+
+from .security import SPARK_CONF_DIR, conf_volume
 
 # Where `up --share DIR` appears in every container of the pool, and the label that remembers DIR.
 SHARE_TARGET = "/job"
@@ -19,14 +21,18 @@ def network_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
 
 
 def container_kwargs(plan: dict[str, Any], spec: dict[str, Any], share: Path | None = None,
-                     locate: Callable[[str], Path] = package_file) -> dict[str, Any]:
-    """Arguments for `containers.create` of the plan's master or a worker; `locate` finds package files."""
+                     locate: Callable[[str], Path] = package_file, spark_conf: Path | None = None) -> dict[str, Any]:
+    """Arguments for `containers.create` of the plan's master or a worker; `locate` finds package files;
+    `spark_conf` is the pool's conf file (security.py), mounted where the spec's SPARK_CONF_DIR points."""
     volumes = {str(locate(mount["package_file"])): {
         "bind": mount["target"], "mode": "ro" if mount["read_only"] else "rw"} for mount in spec["mounts"]}
     labels = dict(spec["labels"])
     if share is not None:
         volumes[str(share)] = {"bind": SHARE_TARGET, "mode": "ro"}
         labels[POOL_SHARE_LABEL] = str(share)
+    if spark_conf is not None:
+        volumes.update(conf_volume(spark_conf))
+        labels[POOL_CONF_LABEL] = str(spark_conf)
     kwargs: dict[str, Any] = {
         "image": plan["image"],
         "name": spec["name"],
@@ -47,8 +53,12 @@ def container_kwargs(plan: dict[str, Any], spec: dict[str, Any], share: Path | N
 
 
 def driver_kwargs(pool_name: str, image: str, network: str, command: list[str], container_name: str,
-                  share: Path | None) -> dict[str, Any]:
-    """A job's driver: a container of the pool's image on the pool network, removed when `pool.down` runs."""
+                  share: Path | None, spark_conf: Path | None = None) -> dict[str, Any]:
+    """A job's driver: a container of the pool's image on the pool network, removed when `pool.down` runs;
+    with the pool's conf (its secret) when it has one."""
+    volumes = {str(share): {"bind": SHARE_TARGET, "mode": "ro"}} if share is not None else {}
+    if spark_conf is not None:
+        volumes.update(conf_volume(spark_conf))
     kwargs: dict[str, Any] = {
         "image": image,
         "name": container_name,
@@ -59,7 +69,10 @@ def driver_kwargs(pool_name: str, image: str, network: str, command: list[str], 
         "shm_size": SHM_SIZE,
         "detach": True,
     }
+    if volumes:
+        kwargs["volumes"] = volumes
+    if spark_conf is not None:
+        kwargs["environment"] = {"SPARK_CONF_DIR": SPARK_CONF_DIR}
     if share is not None:
-        kwargs["volumes"] = {str(share): {"bind": SHARE_TARGET, "mode": "ro"}}
         kwargs["working_dir"] = SHARE_TARGET
     return kwargs

@@ -26,7 +26,8 @@ def submit(command: Sequence[str], name: str = DEFAULT_POOL, client: docker.Dock
     client = client or connect()
     pool = find_pool(client, name)
     container_name = f"{name}-driver-{uuid.uuid4().hex[:8]}"
-    create = driver_kwargs(name, pool.image, pool.network, list(command), container_name, pool.share)
+    create = driver_kwargs(name, pool.image, pool.network, list(command), container_name, pool.share,
+                           pool.spark_conf)
     try:
         return run_container(client, create, out=out)[0]
     except docker.errors.NotFound:

@@ -15,6 +15,7 @@ CASES = {
     "placeholder-shared": ({"workers": 2}, Path("/home/me/job")),
     "nvidia": ({"workers": 2, "gpus": "nvidia", "template": "single-node-multi-gpu"}, None),
 }
+SPARK_CONF = Path("/tmp/trainstack-pool-x/spark-defaults.conf")
 
 
 def package_file_under_pkg(relative: str) -> Path:
@@ -25,7 +26,7 @@ def docker_arguments(options: dict, share: Path | None) -> dict:
     plan = pool_plan(**options)
     return {
         "network": network_kwargs(plan),
-        "containers": [container_kwargs(plan, spec, share, package_file_under_pkg)
+        "containers": [container_kwargs(plan, spec, share, package_file_under_pkg, SPARK_CONF)
                        for spec in (plan["master"], *plan["workers"])],
     }
 
@@ -54,3 +55,11 @@ def test_driver_joins_the_pool_network_under_the_pool_label_and_works_in_the_sha
     assert kwargs["volumes"] == {"/home/me/job": {"bind": "/job", "mode": "ro"}}
     assert kwargs["working_dir"] == "/job"
     assert "volumes" not in driver_kwargs("p", "i", "p", ["true"], "p-driver-1", None)
+
+
+def test_every_container_and_driver_reads_the_pools_conf_from_a_read_only_mount() -> None:
+    containers = docker_arguments({"workers": 2}, None)["containers"]
+    driver = driver_kwargs("p", "i", "p", ["true"], "p-driver-1", None, SPARK_CONF)
+    for kwargs in (*containers, driver):
+        assert kwargs["environment"]["SPARK_CONF_DIR"] == "/etc/trainstack/pool"
+        assert kwargs["volumes"][str(SPARK_CONF)] == {"bind": "/etc/trainstack/pool/spark-defaults.conf", "mode": "ro"}
