@@ -199,6 +199,8 @@ def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
     print(f"job failed {time.monotonic() - killed:.1f}s after the kill")
     assert result[0] != 0
     assert re.search(r"trainrun: (Spark barrier stage failed|rank \d exited)", out.getvalue()), out.getvalue()[-4000:]
+    table = pool.status(running_pool["pool"])
+    assert re.search(rf"{running_pool['pool']}-worker-2 +\S+ +DEAD", table), table
 
 
 def test_down_leaves_no_containers_or_networks(docker_client, running_pool):

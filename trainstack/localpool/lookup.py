@@ -1,6 +1,7 @@
 """Finding a pool's containers and network by the plan's labels, so any process can manage the pool."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,9 +31,35 @@ class RunningPool:
     network_master_url: str  # from containers on the pool network
 
     def worker_names_by_ip(self) -> dict[str, str]:
-        return {container.attrs["NetworkSettings"]["Networks"][self.network]["IPAddress"]: container.name
-                for container in self.workers
-                if self.network in container.attrs["NetworkSettings"]["Networks"]}
+        """Worker containers by their address on the pool network. A stopped container has none any
+        more, so the addresses recorded when the pool came up name the workers the master lists DEAD."""
+        names = recorded_worker_addresses(self.spark_conf) if self.spark_conf else {}
+        names.update(current_worker_addresses(self.workers, self.network))
+        return names
+
+
+WORKER_ADDRESSES_FILE = "worker-addresses.json"
+
+
+def current_worker_addresses(workers: list[Container], network: str) -> dict[str, str]:
+    addresses = {}
+    for container in workers:
+        address = container.attrs["NetworkSettings"]["Networks"].get(network, {}).get("IPAddress")
+        if address:
+            addresses[address] = container.name
+    return addresses
+
+
+def record_worker_addresses(spark_conf: Path, addresses: dict[str, str]) -> None:
+    """Kept in the pool's private directory, beside its conf (security.py), which `pool.down` removes."""
+    (spark_conf.parent / WORKER_ADDRESSES_FILE).write_text(json.dumps(addresses, indent=1) + "\n")
+
+
+def recorded_worker_addresses(spark_conf: Path) -> dict[str, str]:
+    try:
+        return json.loads((spark_conf.parent / WORKER_ADDRESSES_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def pool_containers(client: docker.DockerClient, name: str) -> list[Container]:

@@ -17,7 +17,7 @@ from trainstack.identity import POOL_CONF_LABEL
 
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
-from .lookup import find_pool, pool_containers, pool_networks
+from .lookup import current_worker_addresses, find_pool, pool_containers, pool_networks, record_worker_addresses
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .plan import DEFAULT_POOL, pool_plan
 from .security import remove_pool_conf, write_pool_conf
@@ -51,6 +51,8 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
             client.containers.create(**create).start()
             progress(f"pool {name}: started {spec['name']}")
         _wait_until_ready(client, plan, timeout, progress)
+        workers = [client.containers.get(spec["name"]) for spec in plan["workers"]]
+        record_worker_addresses(spark_conf, current_worker_addresses(workers, plan["network"]["name"]))
     except docker.errors.APIError as err:
         _remove(client, name)
         remove_pool_conf(spark_conf)
