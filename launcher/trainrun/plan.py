@@ -10,6 +10,10 @@ if TYPE_CHECKING:
     from .machine import Machine
 
 
+# torchrun's elastic agent waits this long at its exit barrier.
+DEFAULT_EXIT_BARRIER_TIMEOUT = 300.0
+
+
 @dataclass(frozen=True)
 class Plan:
     backend: str
@@ -17,16 +21,20 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)
     ranks: int = 1  # the processes the job starts (the most, for an elastic job)
+    # Once a rank has exited 0, how long the others have to exit before the job is stopped (trainrun.lifecycle).
+    exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT
 
     def to_dict(self) -> dict:
         return {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
-                "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items()))}
+                "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items())),
+                "exit_barrier_timeout": self.exit_barrier_timeout}
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
     def to_text(self) -> str:
-        lines = [f"backend: {self.backend}", f"ranks: {self.ranks}", f"argv: {shlex.join(self.argv)}", "env:"]
+        lines = [f"backend: {self.backend}", f"ranks: {self.ranks}", f"argv: {shlex.join(self.argv)}",
+                 f"exit barrier timeout: {self.exit_barrier_timeout:g}s", "env:"]
         lines += [f"  {k}={v}" for k, v in sorted(self.env.items())] or ["  (none)"]
         if self.spark_conf:
             lines.append("spark conf:")
