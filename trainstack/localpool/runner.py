@@ -92,9 +92,8 @@ def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) ->
 
 def _remove(client: docker.DockerClient, name: str) -> list[str]:
     removed = []
-    for container in pool_containers(client, name):
-        if POOL_CONF_LABEL in container.labels:
-            remove_pool_conf(Path(container.labels[POOL_CONF_LABEL]))
+    containers = pool_containers(client, name)
+    for container in containers:
         try:
             container.remove(force=True)
         except docker.errors.NotFound:
@@ -103,6 +102,10 @@ def _remove(client: docker.DockerClient, name: str) -> list[str]:
     for network in pool_networks(client, name):
         network.remove()
         removed.append(network.name)
+    # Every container of a pool names the same conf file.
+    for spark_conf in {container.labels[POOL_CONF_LABEL] for container in containers
+                       if POOL_CONF_LABEL in container.labels}:
+        remove_pool_conf(Path(spark_conf))
     return removed
 
 
