@@ -32,6 +32,11 @@ CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 EXAMPLES_DIR = "/opt/trainstack/examples"
 DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"
 IMAGE_SCRIPTS_DIR = "/opt/trainstack/bin"
+# sshd as the image's user for multi-node MPI (images/scripts/trainstack-sshd), on PATH under this name; its
+# port, and where it reads the public keys allowed to log in (a mounted secret or volume).
+SSHD_COMMAND = "trainstack-sshd"
+SSHD_PORT = 2222
+SSH_KEYS_DIR = "/etc/trainstack/ssh"
 # Login shells (bash -l, su -, ssh) read the image's environment from here.
 LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
 # Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).
