@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .machine import Machine
+    from .remote import RemoteHosts
 
 
 @dataclass(frozen=True)
@@ -17,10 +18,15 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)
     ranks: int = 1  # the processes the job starts (the most, for an elastic job)
+    # Ranks on other hosts over ssh: checked before the launch, swept after a failure (trainrun.remote).
+    remote: "RemoteHosts | None" = None
 
     def to_dict(self) -> dict:
-        return {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
+        plan = {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
                 "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items()))}
+        if self.remote is not None:
+            plan["remote"] = self.remote.to_dict()
+        return plan
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -31,6 +37,11 @@ class Plan:
         if self.spark_conf:
             lines.append("spark conf:")
             lines += [f"  {k}={v}" for k, v in sorted(self.spark_conf.items())]
+        if self.remote is not None:
+            hosts = ", ".join(f"{name}:{slots}" for name, slots in self.remote.hosts)
+            lines.append(f"remote hosts: {hosts} (checked within {self.remote.check_seconds:g} s before the "
+                         "launch, swept after a failure)")
+            lines.append(f"ssh: {shlex.join(self.remote.ssh)} HOST COMMAND")
         return "\n".join(lines) + "\n"
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 
 JOB_ID = "TRAINRUN_JOB_ID"
@@ -45,3 +46,18 @@ def end_job_processes(job_id: str, grace: float) -> int:
     while job_processes(job_id) and time.monotonic() < deadline:
         time.sleep(0.1)
     return len(procs)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m trainrun.proctree JOB_ID [GRACE]`: what `trainrun` runs over ssh on every other host of a job
+    that failed or was stopped (trainrun.remote.sweep_command); prints how many processes it ended."""
+    if not argv or len(argv) > 2:
+        print("usage: python -m trainrun.proctree JOB_ID [GRACE_SECONDS]", file=sys.stderr)
+        return 2
+    grace = float(argv[1]) if len(argv) > 1 else 5.0
+    print(end_job_processes(argv[0], grace))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

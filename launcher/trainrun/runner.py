@@ -84,6 +84,14 @@ def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False)
     job_id = uuid.uuid4().hex
     with tempfile.TemporaryDirectory(prefix="trainrun-") as status_dir, _Signals() as signals:
         env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
+        if plan.remote is not None:
+            # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
+            from .remote import check_hosts
+
+            check_hosts(plan.remote, env)
+            if signals.received:
+                raise JobFailed(128 + signals.received,
+                                f"received {signal.Signals(signals.received).name}; job stopped")
         # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
         # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
         # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
@@ -120,6 +128,11 @@ def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False)
         failure = first_failure(status_dir)
         if code != 0 or failure or stopped:
             end_job_processes(job_id, TERM_GRACE)
+            if plan.remote is not None:
+                # mpirun ends its ranks on other hosts itself; this finds any that outlived it (by job id).
+                from .remote import sweep
+
+                sweep(plan.remote, env)
     if stopped:
         raise stopped
     if failure:
