@@ -23,6 +23,13 @@ POOL_ROLE_LABEL = f"{POOL_LABEL}.role"
 POOL_SHARE_LABEL = f"{POOL_LABEL}.share"
 # The host path of a pool's Spark conf, which holds its secret (trainstack/localpool/security.py).
 POOL_CONF_LABEL = f"{POOL_LABEL}.spark-conf"
+# Multi-node containers of `invoke nodes.up` (trainstack/nodes): the cluster's name, each container's role
+# (worker, launcher), the host folder of the cluster's ssh keys, and the --share folder.
+NODES_LABEL = f"{LABEL_PREFIX}.nodes"
+NODES_ROLE_LABEL = f"{NODES_LABEL}.role"
+NODES_KEYS_LABEL = f"{NODES_LABEL}.keys"
+NODES_SHARE_LABEL = f"{NODES_LABEL}.share"
+NODES_SLOTS_LABEL = f"{NODES_LABEL}.slots"
 
 VENV_DIR = "/opt/venv"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"
