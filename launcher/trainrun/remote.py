@@ -7,8 +7,10 @@ One ssh setup for all of them:
 
 - `BatchMode=yes`: a missing or refused key fails at once instead of asking for a password or passphrase
   (an ssh-agent still works: its keys are offered, BatchMode only forbids prompts);
-- `ConnectTimeout`, and keepalives (`ServerAliveInterval` x `ServerAliveCountMax`), so that a host that
-  goes away ends the job within seconds instead of TCP's minutes;
+- `ConnectTimeout`, and keepalives (`ServerAliveInterval` x `ServerAliveCountMax`), so that an ssh session
+  to a host that stops answering (the check, a daemon's start, the sweep) ends within seconds instead of
+  TCP's minutes. Open MPI's daemons detach from ssh once started (no tree spawn makes them --daemonize);
+  during the job, mpirun and its daemons watch each other over their own TCP connections;
 - host keys: with `--ssh-known-hosts FILE` only the keys in FILE are accepted (`StrictHostKeyChecking=yes`);
   without it a host's key is accepted the first time the job meets it (`accept-new`) into a known-hosts
   file of the job's own, `${TRAINRUN_STATUS_DIR}/known_hosts`, which ssh expands from the environment the
