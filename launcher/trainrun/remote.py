@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Mapping
 
@@ -206,8 +207,9 @@ def _on_every_host(names: list[str], ask, seconds: float) -> list[Answer]:
                for name in names]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + seconds + 2  # one bound for all: a name lookup has no timeout of its own
     for thread in threads:
-        thread.join(seconds + 2)
+        thread.join(max(0.0, deadline - time.monotonic()))
     return [answers.get(name, Answer(name, None)) for name in names]
 
 

@@ -233,6 +233,18 @@ def test_hosts_are_asked_at_once_within_one_bound(monkeypatch) -> None:
     assert time.monotonic() - started < 2.5
 
 
+def test_a_host_whose_name_lookup_hangs_is_given_up_within_the_same_bound(monkeypatch) -> None:
+    def hang(name, addresses):
+        time.sleep(30)
+
+    monkeypatch.setattr(remote, "resolves_here", hang)
+    monkeypatch.setattr(remote, "CHECK_MARGIN", 0.0)
+    started = time.monotonic()
+    with pytest.raises(UsageError, match="did not answer ssh within 1 s; also failing: w1, w2"):
+        remote.check_hosts(remote_of((("w0", 1), ("w1", 1), ("w2", 1)), connect_timeout=1.0), {})
+    assert time.monotonic() - started < 5
+
+
 def test_this_machine_under_another_name_is_not_asked() -> None:
     assert remote.resolves_here("localhost", remote.local_addresses() | {"127.0.0.1", "::1"})
     assert not remote.resolves_here("no-such-host.invalid", remote.local_addresses())
