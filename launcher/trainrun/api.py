@@ -2,6 +2,7 @@
 `HorovodRunner(np).run(main, **kwargs)`, Databricks' HorovodRunner over `run(backend="horovod")`."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import tempfile
 from typing import Any, Callable, Mapping
@@ -11,6 +12,7 @@ from .errors import UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import detect_machine
 from .payload import pickle_payload
+from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT
 from .program import Program
 from .runner import run_plan
 from .validate import timeout as checked_timeout
@@ -21,7 +23,7 @@ LOG_VERBOSITIES = ("all", "log_callback_only")
 
 def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_processes: int = 1,
         use_gpu: bool = False, spark: Any = None, timeout: float | None = None,
-        kwargs: Mapping[str, Any] | None = None) -> Any:
+        kwargs: Mapping[str, Any] | None = None, exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT) -> Any:
     """Run `main(*args, **kwargs)` on `num_processes` ranks and return rank 0's return value.
 
     `main` is a function (cloudpickled; do its imports inside it) or the path of a script, whose
@@ -29,20 +31,24 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
     (torchrun) or "horovod" (mpirun, or Horovod's Gloo controller where there is no MPI).
     `spark`: None runs on this host; a master URL or True (default master) runs a Spark barrier
     stage; a SparkSession runs the barrier stage in that session.
-    Raises JobFailed naming the failed rank and its exit code, and UnpicklableFunction (before any
-    rank starts) naming what in `main` or its arguments cannot be pickled.
+    Once a rank has returned, the others have `exit_barrier_timeout` seconds to return too before the job
+    is stopped (JobFailed, exit code 124, naming them).
+    Raises JobFailed naming the failed rank and its exit code (or the signal that killed it), and
+    UnpicklableFunction (before any rank starts) naming what in `main` or its arguments cannot be pickled.
     """
     if backend not in API_BACKENDS:
         raise UsageError("backend", backend, " or ".join(repr(b) for b in API_BACKENDS))
     if timeout is not None:
         timeout = checked_timeout("timeout", timeout)
+    exit_barrier_timeout = checked_timeout("exit_barrier_timeout", exit_barrier_timeout)
     with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
         result_path = os.path.join(workdir, "result.pkl")
         program = _program(main, args, dict(kwargs or {}), workdir, result_path)
         if spark is not None and not isinstance(spark, (str, bool)):
             from .backends.spark.driver import run_barrier_job
 
-            payload = run_barrier_job(spark, num_processes, program, backend, use_gpu)
+            payload = run_barrier_job(spark, num_processes, program, backend, use_gpu,
+                                      exit_barrier_timeout=exit_barrier_timeout, timeout=timeout)
             return _load(payload) if payload is not None else None
         machine = detect_machine("spark" if spark else backend)
         if spark:
@@ -52,7 +58,8 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
             job = TorchJob(num_processes, program)
         else:
             job = MpiJob(num_processes, program, gloo=machine.mpi_flavor is None)
-        run_plan(plan_job(job, machine), timeout=timeout)
+        plan = dataclasses.replace(plan_job(job, machine), exit_barrier_timeout=exit_barrier_timeout)
+        run_plan(plan, timeout=timeout)
         if program.kind != "payload" or not os.path.exists(result_path):
             return None
         with open(result_path, "rb") as f:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shlex
 import sys
 import time
@@ -13,7 +14,7 @@ from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
-from .plan import Plan
+from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan
 from .program import program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
 from .validate import key_value, parse_hostfile, parse_hosts, timeout
@@ -55,6 +56,10 @@ def connect_seconds(text: str) -> float:
     return value
 
 
+def barrier_seconds(text: str) -> float:
+    return timeout("--exit-barrier-timeout", text)
+
+
 def nproc(text: str) -> int | str:
     """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
     return text if text in NPROC_WORDS else positive(text)
@@ -80,6 +85,9 @@ def _common(parser: argparse.ArgumentParser, launcher: str) -> None:
     parser.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
     parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
                         help="stop the whole job after SECONDS and exit 124")
+    _option(parser, "--exit-barrier-timeout", type=barrier_seconds, default=DEFAULT_EXIT_BARRIER_TIMEOUT,
+            metavar="SECONDS", help="once a rank has exited 0, stop the job (exit 124, naming the ranks that hung) "
+                                    "if the others have not exited within SECONDS (default 300, as torchrun)")
     parser.add_argument("--verbose", action="store_true",
                         help="print the plan before starting the job (spark: Spark's own log lines too)")
     _option(parser, "--timestamp-output", action="store_true",
@@ -212,7 +220,8 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
 def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:
     args = build_parser().parse_args(argv)
     job = job_from_args(args)
-    return plan_job(job, machine or detect_machine(args.backend)), args
+    plan = plan_job(job, machine or detect_machine(args.backend))
+    return dataclasses.replace(plan, exit_barrier_timeout=args.exit_barrier_timeout), args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

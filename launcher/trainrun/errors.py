@@ -27,12 +27,14 @@ class MissingBackend(TrainrunError):
 
 
 class JobFailed(TrainrunError):
-    """The job ended with a non-zero exit code; `rank` is None when no rank reported it."""
+    """The job ended with a non-zero exit code; `rank` is None when no rank reported it; `signal` names the
+    signal that killed that rank (or the launcher), e.g. "SIGKILL"."""
 
-    def __init__(self, exit_code: int, reason: str, rank: int | None = None) -> None:
+    def __init__(self, exit_code: int, reason: str, rank: int | None = None, signal: str | None = None) -> None:
         super().__init__(reason)
         self.exit_code = exit_code
         self.rank = rank
+        self.signal = signal
 
 
 class UnpicklableFunction(TrainrunError):

@@ -1,24 +1,27 @@
-"""The one runner: executes any Plan, forwards signals, enforces --timeout and tears the job down."""
+"""The one runner: executes any Plan, forwards signals, enforces --timeout and the exit barrier (trainrun.lifecycle),
+and tears the whole job down, on success too."""
 from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
 import uuid
 
 from .errors import JobFailed
+from .lifecycle import Lifecycle, Stop, launcher_name
 from .plan import Plan
-from .proctree import JOB_ID, end_job_processes
-from .rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
+from .proctree import JOB_ID, end_job_processes, job_temp_dirs
+from .rank.status import STATUS_DIR, read_status
 from .timestamps import TimestampedOutput
+from .watchdog import Watchdog
 
 POLL_SECONDS = 0.2
-# After a rank fails, the launcher (torchrun, mpirun, Spark) gets this long to stop the others itself.
-LAUNCHER_GRACE = 10.0
 TERM_GRACE = 5.0
 FORWARDED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -78,75 +81,83 @@ def _open_pidfd(pid: int) -> int | None:
 
 
 def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False) -> None:
-    """Run the plan to completion; raises JobFailed naming the failed rank and its exit code. With
-    `timestamps`, each output line is prefixed with the time it arrived."""
+    """Run the plan to completion; raises JobFailed naming the failed rank and how it ended (exit code or signal),
+    the ranks that hung at the exit barrier, or why trainrun stopped the job. With `timestamps`, each output
+    line is prefixed with the time it arrived. However it ends, no process of the job is left running, and a
+    watchdog takes the job down if this process dies first."""
     output = TimestampedOutput() if timestamps else None
     job_id = uuid.uuid4().hex
-    with tempfile.TemporaryDirectory(prefix="trainrun-") as status_dir, _Signals() as signals:
-        env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
-        if plan.remote is not None:
-            # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
-            from .remote import check_hosts
-
-            check_hosts(plan.remote, env)
-            if signals.received:
-                raise JobFailed(128 + signals.received,
-                                f"received {signal.Signals(signals.received).name}; job stopped")
-        # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
-        # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
-        # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
-        proc = subprocess.Popen(plan.argv, env=env, process_group=0, **(output.popen_streams if output else {}))
-        if output:
-            output.start(proc)
-        pidfd = _open_pidfd(proc.pid)
-        started = time.monotonic()
-        stopped: JobFailed | None = None  # set when trainrun itself stops the job: signal or --timeout
-        launcher_stuck = False
-        failure_seen_at: float | None = None
-        while True:
-            code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)
-            if code is not None:
-                break
-            now = time.monotonic()
-            if signals.received:
-                name = signal.Signals(signals.received).name
-                stopped = JobFailed(128 + signals.received, f"received {name}; job stopped")
-            elif timeout is not None and now - started > timeout:
-                stopped = JobFailed(124, f"job exceeded --timeout {timeout:g}s; job stopped")
-            elif failure_seen_at is None:
-                failure_seen_at = now if first_failure(status_dir) else None
-            else:
-                launcher_stuck = now - failure_seen_at > LAUNCHER_GRACE
-            if stopped or launcher_stuck:
-                _stop(proc, job_id)
-                code = proc.wait()
-                break
-        if pidfd is not None:
-            os.close(pidfd)
-        if output:
-            output.drain()
-        failure = first_failure(status_dir)
-        if code != 0 or failure or stopped:
-            end_job_processes(job_id, TERM_GRACE)
+    launcher = launcher_name(plan.argv)
+    status_dir = tempfile.mkdtemp(prefix="trainrun-")
+    watchdog = Watchdog(job_id, [status_dir])  # before anything of the job starts
+    ended = False
+    try:
+        with _Signals() as signals:
+            env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
             if plan.remote is not None:
-                # mpirun ends its ranks on other hosts itself; this finds any that outlived it (by job id).
+                # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
+                from .remote import check_hosts
+
+                check_hosts(plan.remote, env)
+                if signals.received:
+                    raise JobFailed(128 + signals.received,
+                                    f"received {signal.Signals(signals.received).name}; job stopped")
+            # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
+            # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
+            # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
+            proc = subprocess.Popen(plan.argv, env=env, process_group=0, **(output.popen_streams if output else {}))
+            if output:
+                output.start(proc)
+            pidfd = _open_pidfd(proc.pid)
+            lifecycle = Lifecycle(plan.ranks, launcher, timeout, plan.exit_barrier_timeout, time.monotonic())
+            stop: Stop | None = None  # set when trainrun itself stops the job
+            while True:
+                code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)
+                if code is not None:
+                    break
+                stop = lifecycle.check(time.monotonic(), time.time(), read_status(status_dir), signals.received)
+                if stop:
+                    _stop(proc, job_id)
+                    code = proc.wait()
+                    break
+            if pidfd is not None:
+                os.close(pidfd)
+            # Success included: a rank's helpers, data-loader workers or anything else of the job still running go
+            # (before the output is drained: what they hold open, such as its pipes, closes).
+            end_job_processes(job_id, TERM_GRACE)
+            ended = True
+            if output:
+                output.drain()
+            for path in job_temp_dirs(job_id):
+                shutil.rmtree(path, ignore_errors=True)
+            failed = lifecycle.outcome(code, read_status(status_dir), stop)
+            if plan.remote is not None and (failed is not None or stop is not None):
+                # mpirun ends its ranks on other hosts itself, and each rank's entry its leftovers; after a failure
+                # or a stop this ends, over ssh, whatever of the job outlived them there (by the job id).
                 from .remote import sweep
 
                 sweep(plan.remote, env)
-    if stopped:
-        raise stopped
-    if failure:
-        raise JobFailed(failure.exit_code, f"rank {failure.rank} exited with code {failure.exit_code}; job stopped",
-                        failure.rank)
-    if code != 0:
-        code = exit_code_of_returncode(code)
-        raise JobFailed(code, f"{os.path.basename(plan.argv[0])} exited with code {code}")
+    finally:
+        if not ended:  # an error in trainrun itself: the job goes all the same
+            end_job_processes(job_id, TERM_GRACE)
+        shutil.rmtree(status_dir, ignore_errors=True)
+        watchdog.done()
+    if stop is not None and stop.note:
+        print(f"trainrun: {stop.note}", file=sys.stderr)
+    if failed is not None:
+        raise failed
 
 
 def _stop(proc: subprocess.Popen, job_id: str) -> None:
+    """SIGTERM the launcher, which stops its ranks in its own order (torchrun, mpirun); after TERM_GRACE, or at
+    once when it has exited, every process of the job left gets SIGTERM, then SIGKILL."""
     try:
         proc.send_signal(signal.SIGTERM)
     except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=TERM_GRACE)
+    except subprocess.TimeoutExpired:
         pass
     end_job_processes(job_id, TERM_GRACE)
     try:

@@ -14,6 +14,9 @@ from typing import Mapping
 
 from .status import STATUS_DIR
 
+# Each rank entry's pid, exported for everything the rank starts (trainrun.proctree finds leftovers by it).
+RANK_ENTRY = "TRAINRUN_RANK_ENTRY"
+
 # Set by --ranks-filter: the ranks whose output is shown ("0" or "0,2"); the others' goes to /dev/null.
 SHOW_RANKS = "TRAINRUN_SHOW_RANKS"
 # First match wins: Open MPI, MPICH/Hydra (PMI), then Horovod's Gloo launcher. torchrun sets the targets itself.
@@ -52,14 +55,24 @@ def _export(name: str, sources: tuple[str, ...]) -> str:
 
 
 def shell_rank_script(python: str) -> str:
-    """Exports the rank variables, silences a rank --ranks-filter leaves out (as output_shown decides), runs
-    "$@", and on failure records it with `python -m trainrun.rank.status` (the one writer of status records;
-    Python starts only when a rank has failed)."""
-    record = f'[ -d "${{{STATUS_DIR}-}}" ] && {shlex.quote(python)} -m trainrun.rank.status "$code"'
+    """Exports the rank variables and this entry's tag (trainrun.proctree.RANK_ENTRY: its pid, inherited by
+    everything the rank starts), silences a rank --ranks-filter leaves out (as output_shown decides), records
+    the start, runs "$@", then ends the rank: processes tagged with this entry that still run are leftovers
+    (found by `grep` over /proc/*/environ, a millisecond) and go, and the end is recorded. A success with no
+    leftovers is recorded with shell builtins; a failure or leftovers run `python -m trainrun.rank.status`
+    (the one writer of failure records), so Python starts only then."""
+    status = f'${{{STATUS_DIR}-}}'
+    rank_file = '${RANK:-unknown}'
+    start = f'[ -d "{status}" ] && echo $$ > "{status}/start-{rank_file}"'
+    leftovers = f'left=$({RANK_ENTRY}= grep -lsxzF "{RANK_ENTRY}=$$" /proc/[0-9]*/environ)'
+    end = (f'if [ "$code" -ne 0 ] || [ -n "$left" ]; then {shlex.quote(python)} -m trainrun.rank.status '
+           f'--entry $$ --shell "$code"; elif [ -d "{status}" ]; then '
+           f'printf \'{{"rank": "%s", "exit_code": 0, "signal": null, "pid": %s}}\\n\' "${{RANK-}}" $$ '
+           f'> "{status}/rank-{rank_file}.json"; fi')
     silence = f'case ",${{{SHOW_RANKS}-${{RANK-}}}}," in *",${{RANK-}},"*) ;; *) exec >/dev/null 2>&1 ;; esac'
     return "; ".join([
-        *(_export(name, sources) for name, sources in SOURCES.items()), silence,
-        '"$@"', "code=$?", f'if [ "$code" -ne 0 ]; then {record}; fi', 'exit "$code"',
+        *(_export(name, sources) for name, sources in SOURCES.items()), silence, f"export {RANK_ENTRY}=$$", start,
+        '"$@"', "code=$?", leftovers, end, 'exit "$code"',
     ])
 
 

@@ -3,17 +3,20 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import cloudpickle
 import pytest
 
 from trainrun.machine import detect_mpi_flavor
+from trainrun.proctree import alive
 from trainrun.program import Program, program_from_command, program_from_script_args
 from trainrun.rank import entry
 from trainrun.rank.env import SOURCES, launcher_rank_env, shell_rank_argv
-from trainrun.rank.status import STATUS_DIR, RankFailure, first_failure
+from trainrun.rank.status import STATUS_DIR, RankExit, first_failure, read_status
 
 
 @pytest.mark.parametrize("environ,expected", [
@@ -59,25 +62,87 @@ def rank_env(tmp_path, monkeypatch: pytest.MonkeyPatch):
     return tmp_path
 
 
-def test_script_exit_code_recorded_for_its_rank(rank_env, monkeypatch: pytest.MonkeyPatch) -> None:
-    script = rank_env / "fails.py"
+def run_entry(args: list[str], status_dir, **environ: str) -> subprocess.CompletedProcess:
+    """`python -m trainrun.rank ARGS` as a launcher starts it (the entry forks, so never inside pytest itself)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")}
+    return subprocess.run([sys.executable, "-m", "trainrun.rank", *args], capture_output=True, text=True,
+                          timeout=60, env={**env, STATUS_DIR: str(status_dir), **environ})
+
+
+def test_script_exit_code_recorded_for_its_rank(tmp_path) -> None:
+    script = tmp_path / "fails.py"
     script.write_text("import sys\nassert __name__ == '__main__'\nsys.exit(int(sys.argv[1]))\n")
-    monkeypatch.setenv("OMPI_COMM_WORLD_RANK", "1")
-    assert entry.main([str(script), "7"]) == 7
-    assert json.loads((rank_env / "rank-1.json").read_text())["exit_code"] == 7
-    assert first_failure(str(rank_env)).rank == 1
+    out = run_entry([str(script), "7"], tmp_path, OMPI_COMM_WORLD_RANK="1")
+    assert out.returncode == 7, out.stderr
+    assert json.loads((tmp_path / "rank-1.json").read_text())["exit_code"] == 7
+    assert first_failure(str(tmp_path)).rank == 1
+    assert (tmp_path / "start-1").read_text().strip().isdigit()
 
 
-def test_exception_is_exit_1_and_success_leaves_no_record(rank_env, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RANK", "0")
-    ok = rank_env / "ok.py"
+def test_exception_is_exit_1_and_success_is_recorded_as_0(tmp_path) -> None:
+    ok = tmp_path / "ok.py"
     ok.write_text("x = 1\n")
-    assert entry.main([str(ok)]) == 0
-    assert not list(rank_env.glob("rank-*.json"))
-    bad = rank_env / "bad.py"
+    assert run_entry([str(ok)], tmp_path, RANK="0").returncode == 0
+    status = read_status(str(tmp_path))
+    assert status.exits[0] == RankExit(0, 0, None, status.exits[0].time) and status.first_failure() is None
+    bad = tmp_path / "bad.py"
     bad.write_text("raise RuntimeError('boom')\n")
-    assert entry.main([str(bad)]) == 1
-    assert (rank_env / "rank-0.json").exists()
+    out = run_entry([str(bad)], tmp_path, RANK="0")
+    assert out.returncode == 1 and "RuntimeError: boom" in out.stderr
+    assert first_failure(str(tmp_path)) == RankExit(0, 1, None, first_failure(str(tmp_path)).time)
+
+
+def test_rank_killed_by_a_signal_is_recorded_with_the_signal(tmp_path) -> None:
+    script = tmp_path / "killed.py"
+    script.write_text("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n")
+    out = run_entry([str(script)], tmp_path, RANK="1")
+    assert out.returncode == 137
+    failure = first_failure(str(tmp_path))
+    assert (failure.rank, failure.exit_code, failure.signal) == (1, 137, "SIGKILL")
+    assert failure.describe() == "rank 1 was killed by SIGKILL"
+
+
+def test_rank_leftovers_end_with_the_rank_even_holding_its_stdout(tmp_path) -> None:
+    """A child and an orphaned grandchild, both holding the rank's stdout: the entry ends them, so whoever reads
+    the rank's output (here subprocess.run) sees it close when the rank exits."""
+    script = tmp_path / "leaves.py"
+    script.write_text("import subprocess\n"
+                      "child = subprocess.Popen(['sleep', '600'])\n"
+                      "subprocess.run(['sh', '-c', 'sleep 600 & echo $! > orphan.pid'], cwd=%r)\n"
+                      "open(%r, 'w').write(str(child.pid))\n" % (str(tmp_path), str(tmp_path / "child.pid")))
+    started = time.monotonic()
+    out = run_entry([str(script)], tmp_path, RANK="0")
+    assert out.returncode == 0 and time.monotonic() - started < 10
+    for name in ("child.pid", "orphan.pid"):
+        assert not alive(int((tmp_path / name).read_text())), name
+
+
+def test_sigterm_to_the_entry_reaches_the_program_and_it_dies_with_the_entry(tmp_path) -> None:
+    script = tmp_path / "waits.py"
+    script.write_text("import os, signal, sys, time\n"
+                      "signal.signal(signal.SIGTERM, lambda *a: sys.exit(5))\n"
+                      "open(%r, 'w').write(str(os.getpid()))\n"
+                      "time.sleep(60)\n" % str(tmp_path / "program.pid"))
+    env = {**os.environ, STATUS_DIR: str(tmp_path), "RANK": "0"}
+    entry_proc = subprocess.Popen([sys.executable, "-m", "trainrun.rank", str(script)], env=env)
+    wait_for(lambda: (tmp_path / "program.pid").exists())
+    entry_proc.send_signal(signal.SIGTERM)
+    assert entry_proc.wait(timeout=30) == 5
+    assert first_failure(str(tmp_path)).exit_code == 5
+    (tmp_path / "program.pid").unlink()
+    entry_proc = subprocess.Popen([sys.executable, "-m", "trainrun.rank", str(script)], env=env)
+    wait_for(lambda: (tmp_path / "program.pid").exists())
+    program = int((tmp_path / "program.pid").read_text())
+    entry_proc.kill()
+    entry_proc.wait(timeout=30)
+    wait_for(lambda: not alive(program))
+
+
+def wait_for(condition, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
 
 
 @pytest.mark.parametrize("rank_id,writes", [("0", True), ("1", False)])
@@ -86,7 +151,7 @@ def test_payload_result_written_by_rank_0_only(rank_env, monkeypatch, rank_id, w
     payload, result = rank_env / "payload.pkl", rank_env / "result.pkl"
     payload.write_bytes(cloudpickle.dumps((lambda a, b, c: {"sum": a + b + c, "rank": os.environ["RANK"]},
                                            (2, 3), {"c": 4})))
-    assert entry.main(["--payload", str(payload), str(result)]) == 0
+    assert entry.run_rank(["--payload", str(payload), str(result)]) == 0
     assert result.exists() == writes
     if writes:
         assert cloudpickle.loads(result.read_bytes()) == {"sum": 9, "rank": "0"}
@@ -138,10 +203,12 @@ def test_shell_rank_maps_like_launcher_rank_env(environ, expected) -> None:
     assert (set(SOURCES) - set(expected)).isdisjoint(env)
 
 
-def test_shell_rank_passes_arguments_and_success_leaves_no_record(tmp_path) -> None:
-    out = run_shell_rank(["sh", "-c", 'echo "$@"', "name", "a b", "c"], {STATUS_DIR: str(tmp_path)})
+def test_shell_rank_passes_arguments_and_records_success_without_python(tmp_path) -> None:
+    out = run_shell_rank(["sh", "-c", 'echo "$@"', "name", "a b", "c"], {STATUS_DIR: str(tmp_path), "RANK": "2"})
     assert (out.returncode, out.stdout) == (0, "a b c\n")
-    assert not list(tmp_path.iterdir())
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-2.json", "start-2"]
+    status = read_status(str(tmp_path))
+    assert status.exits[2].exit_code == 0 and status.exits[2].time > 0 and status.running() == []
 
 
 @pytest.mark.parametrize("command,code", [(["sh", "-c", "exit 3"], 3), (["sh", "-c", "kill -TERM $$"], 143),
@@ -149,8 +216,18 @@ def test_shell_rank_passes_arguments_and_success_leaves_no_record(tmp_path) -> N
 def test_shell_rank_records_a_failing_exit_code_for_its_rank(tmp_path, command, code) -> None:
     out = run_shell_rank(command, {"OMPI_COMM_WORLD_RANK": "1", STATUS_DIR: str(tmp_path)})
     assert out.returncode == code
-    assert first_failure(str(tmp_path)) == RankFailure(1, code)
-    assert [p.name for p in tmp_path.iterdir()] == ["rank-1.json"]
+    failure = first_failure(str(tmp_path))
+    assert (failure.rank, failure.exit_code, failure.signal) == (1, code, "SIGTERM" if code == 143 else None)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["rank-1.json", "start-1"]
+
+
+def test_shell_rank_ends_its_leftovers_holding_its_stdout(tmp_path) -> None:
+    started = time.monotonic()
+    out = run_shell_rank(["sh", "-c", f"sleep 600 & echo $! > {tmp_path}/child.pid; exit 0"],
+                         {STATUS_DIR: str(tmp_path), "RANK": "0"})
+    assert out.returncode == 0 and time.monotonic() - started < 10
+    assert not alive(int((tmp_path / "child.pid").read_text()))
+    assert read_status(str(tmp_path)).exits[0].exit_code == 0
 
 
 def test_programs_other_than_payloads_run_as_commands_under_sh() -> None:

@@ -83,7 +83,7 @@ def test_ssh_options_are_checked_even_for_a_local_job(plan_for) -> None:
 
 def test_text_plan_shows_the_remote_hosts_and_ssh(plan_for) -> None:
     text = plan_for(["mpi", "-np", "2", "-H", "w1:1,w2:1", "-p", "2222", "python", "t.py"]).to_text()
-    assert "remote hosts: w1:1, w2:1 (checked within 20 s before the launch, swept after a failure)" in text
+    assert "remote hosts: w1:1, w2:1 (checked within 20 s before the launch, swept after a failure or a stop)" in text
     assert "ssh: ssh -o BatchMode=yes " in text and " -p 2222 HOST COMMAND" in text
 
 

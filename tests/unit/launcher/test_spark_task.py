@@ -1,10 +1,11 @@
 """Pure parts of the Spark barrier task, and the driver's output stream over a loopback socket."""
 from __future__ import annotations
 
+import socket
 import time
 
 from trainrun.backends.spark.driver import parse_args, program_from_rank_args
-from trainrun.backends.spark.output import OutputClient, OutputServer
+from trainrun.backends.spark.output import EXIT, OutputClient, OutputServer, is_local_master, new_token
 from trainrun.backends.spark.task import (
     Rendezvous,
     TaskConfig,
@@ -12,6 +13,7 @@ from trainrun.backends.spark.task import (
     host_of,
     rank_command,
 )
+from trainrun.proctree import task_dir_prefix
 from trainrun.program import Program
 
 
@@ -59,21 +61,64 @@ def test_driver_argv_round_trip() -> None:
     assert program_from_rank_args(["--payload", "p", "r"]) == Program("payload", "p", ("r",))
 
 
+def wait_until(condition, seconds: float = 5) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_output_server_prints_lines_and_reports_first_failure(capsys) -> None:
+    failures, events = [], []
+    server = OutputServer("127.0.0.1", failures.append, on_event=lambda *event: events.append(event))
+    try:
+        for rank, code, sig in ((1, 3, None), (0, 143, "SIGTERM")):
+            client = OutputClient(server.address, server.token)
+            client.send_start(rank)
+            client.send_line(f"[rank {rank}] hello\n")
+            client.send_exit(rank, code, sig)
+            client.close()
+            wait_until(lambda: rank in server.exits)
+    finally:
+        server.close()
+    assert [(f.rank, f.exit_code, f.signal) for f in failures] == [(1, 3, None)]
+    assert [(kind, rank) for kind, rank, _ in events] == [("start", 1), ("exit", 1), ("start", 0), ("exit", 0)]
+    assert server.exits[0].signal == "SIGTERM" and server.running() == []
+    out = capsys.readouterr().out
+    assert "[rank 1] hello\n" in out and "[rank 0] hello\n" in out
+
+
+def test_output_server_believes_nothing_from_a_connection_without_the_token(capsys) -> None:
+    """One connection injects a log line and a fake failure: without the job's token neither counts."""
     failures = []
     server = OutputServer("127.0.0.1", failures.append)
     try:
-        for rank, code in ((1, 3), (0, 143)):
-            client = OutputClient(server.address)
-            client.send_line(f"[rank {rank}] hello\n")
-            client.send_failure(rank, code)
-            client.close()
-            deadline = time.monotonic() + 5
-            while not failures and time.monotonic() < deadline:
-                time.sleep(0.01)
-        time.sleep(0.2)
+        for first_line in (b"", b"0" * 64 + b"\n", b"not-the-token\n", server.token.encode()[:-1] + b"\n"):
+            with socket.create_connection(server.address) as sock:
+                try:
+                    sock.sendall(first_line + b"[rank 0] injected\n" + EXIT.encode() + b"0 42 -\n")
+                    sock.shutdown(socket.SHUT_WR)
+                    sock.recv(1)  # the server closes the connection
+                except OSError:
+                    pass  # it closed it before we were done (EPIPE, ECONNRESET, ENOTCONN)
+        wait_until(lambda: server.refused == 4)
+        assert server.refused == 4
+        good = OutputClient(server.address, server.token)
+        good.send_line("[rank 1] real\n")
+        good.send_exit(1, 0)
+        good.close()
+        wait_until(lambda: 1 in server.exits)
     finally:
         server.close()
-    assert [(f.rank, f.exit_code) for f in failures] == [(1, 3)]
+    assert failures == [] and server.failure is None and list(server.exits) == [1]
     out = capsys.readouterr().out
-    assert "[rank 1] hello\n" in out and "[rank 0] hello\n" in out
+    assert "[rank 1] real" in out and "injected" not in out
+
+
+def test_output_server_listens_on_loopback_for_local_masters() -> None:
+    assert all(is_local_master(m) for m in ("local", "local[2]", "local[*]", "local[2,3]", "local-cluster[2,1,1024]"))
+    assert not any(is_local_master(m) for m in ("spark://head:7077", "yarn", "k8s://https://api:6443", "localhost"))
+    assert len(new_token()) == 64 and new_token() != new_token()
+
+
+def test_task_directory_is_named_by_job_so_trainrun_finds_it() -> None:
+    assert task_dir_prefix("abc123") == "trainrun-task-abc123-"

@@ -8,33 +8,50 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
 import time
 import uuid
 from typing import Any, Sequence
 
 from ...errors import JobFailed, TrainrunError
+from ...lifecycle import TIMED_OUT, rank_list
+from ...proctree import JOB_ID
 from ...program import Program
-from ...rank.status import STATUS_DIR, write_record
+from ...rank.status import STATUS_DIR, write_record, write_start
 from ...validate import key_value
-from .output import OutputServer, ReportedFailure
+from .output import LOOPBACK, OutputServer, ReportedExit, is_local_master
 from .task import TaskConfig, run_barrier_task
 
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
 
 def run_barrier_job(session: Any, num_processes: int, program: Program, framework: str, use_gpu: bool,
-                    shown_ranks: str | None = None) -> bytes | None:
-    """Run the barrier stage; returns rank 0's pickled result for a function payload, else None."""
+                    shown_ranks: str | None = None, exit_barrier_timeout: float | None = None,
+                    timeout: float | None = None) -> bytes | None:
+    """Run the barrier stage; returns rank 0's pickled result for a function payload, else None.
+
+    Each rank's start and end reach the driver through the output channel; under `trainrun spark` they are
+    written as rank records for trainrun's runner ($TRAINRUN_STATUS_DIR), which applies the exit barrier and
+    --timeout. In a caller's own SparkSession (trainrun.run(spark=session)) there is no runner: with
+    `exit_barrier_timeout` (and `timeout`) the driver applies them itself, cancelling the stage.
+    """
     sc = session.sparkContext
     payload = None
     if program.kind == "payload":
         with open(program.target, "rb") as f:
             payload = f.read()
-    group = f"trainrun-{uuid.uuid4().hex}"
+    job_id = os.environ.get(JOB_ID) or uuid.uuid4().hex
+    group = f"trainrun-{job_id}"
+    status_dir = os.environ.get(STATUS_DIR)
+    host = LOOPBACK if is_local_master(sc.master) else sc.getConf().get("spark.driver.host")
     # The first failing rank cancels the stage at once, instead of Spark retrying the barrier stage.
-    server = OutputServer(sc.getConf().get("spark.driver.host"), lambda failure: sc.cancelJobGroup(group))
-    config = TaskConfig(num_processes, program, framework, use_gpu, server.address, payload, shown_ranks)
+    server = OutputServer(host, lambda failure: sc.cancelJobGroup(group),
+                          on_event=_status_writer(status_dir) if status_dir and os.path.isdir(status_dir) else None)
+    config = TaskConfig(num_processes, program, framework, use_gpu, server.address, payload, shown_ranks,
+                        token=server.token, job_id=job_id)
+    watcher = _Watcher(server, lambda: sc.cancelJobGroup(group), exit_barrier_timeout, timeout)
     sc.setJobGroup(group, "trainrun barrier job", interruptOnCancel=True)
     try:
         results = (sc.parallelize(range(num_processes), num_processes).barrier()
@@ -42,15 +59,78 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
     except Exception as err:
         failure = _wait_for_reported_failure(server)
         if failure is not None:
-            raise JobFailed(failure.exit_code, f"rank {failure.rank} exited with code {failure.exit_code}; "
-                            "Spark stage cancelled", failure.rank) from None
+            raise JobFailed(failure.exit_code, f"{describe(failure)}; Spark stage cancelled", failure.rank,
+                            failure.signal) from None
+        if watcher.stopped is not None:
+            raise watcher.stopped from None
         raise JobFailed(1, f"Spark barrier stage failed: {str(err).splitlines()[0]}") from None
     finally:
+        watcher.close()
         server.close()
     return next((r for r in results if r is not None), None)
 
 
-def _wait_for_reported_failure(server: OutputServer, seconds: float = 2.0) -> ReportedFailure | None:
+def describe(ended: ReportedExit) -> str:
+    if ended.signal:
+        return f"rank {ended.rank} was killed by {ended.signal}"
+    return f"rank {ended.rank} exited with code {ended.exit_code}"
+
+
+def _status_writer(status_dir: str):
+    """Rank records for trainrun's runner, as the ranks themselves write them under the other backends."""
+    def write(kind: str, rank: int, ended: ReportedExit | None) -> None:
+        try:
+            if kind == "start":
+                write_start(status_dir, rank, 0)
+            elif ended is not None:
+                write_record(status_dir, rank, ended.exit_code, ended.signal, at=ended.time)
+        except OSError:
+            pass
+
+    return write
+
+
+class _Watcher:
+    """The exit barrier and the timeout, for a barrier stage that runs without trainrun's runner."""
+
+    def __init__(self, server: OutputServer, cancel, exit_barrier_timeout: float | None,
+                 timeout: float | None) -> None:
+        self.stopped: JobFailed | None = None
+        self._server, self._cancel = server, cancel
+        self._barrier, self._timeout = exit_barrier_timeout, timeout
+        self._done = threading.Event()
+        self._started = time.monotonic()
+        if exit_barrier_timeout is not None or timeout is not None:
+            threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.2):
+            stopped = self._check()
+            if stopped is not None:
+                self.stopped = stopped
+                self._cancel()
+                return
+
+    def _check(self) -> JobFailed | None:
+        if self._server.failure is not None:
+            return None
+        if self._timeout is not None and time.monotonic() - self._started > self._timeout:
+            return JobFailed(TIMED_OUT, f"job exceeded --timeout {self._timeout:g}s; Spark stage cancelled")
+        first = self._server.first_success()
+        if self._barrier is None or first is None or time.time() - first.time <= self._barrier:
+            return None
+        running = self._server.running()
+        if not running:
+            return None
+        return JobFailed(TIMED_OUT, f"{rank_list(running)} did not exit within --exit-barrier-timeout "
+                                    f"{self._barrier:g}s of rank {first.rank} exiting 0 (exit barrier); "
+                                    "Spark stage cancelled")
+
+    def close(self) -> None:
+        self._done.set()
+
+
+def _wait_for_reported_failure(server: OutputServer, seconds: float = 2.0) -> ReportedExit | None:
     deadline = time.monotonic() + seconds
     while server.failure is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -81,10 +161,38 @@ def program_from_rank_args(args: list[str]) -> Program:
 
 
 def record_failure(err: JobFailed) -> None:
-    """Leave the same status record a rank would, so `trainrun` names the rank uniformly."""
+    """Leave the same status record a rank would, so `trainrun` names the rank uniformly (the output channel
+    has written it already when the rank's end arrived; this covers a record that could not be written)."""
     status_dir = os.environ.get(STATUS_DIR)
-    if err.rank is not None and status_dir:
-        write_record(status_dir, err.rank, err.exit_code)
+    if err.rank is not None and status_dir and os.path.isdir(status_dir) and \
+            not os.path.exists(os.path.join(status_dir, f"rank-{err.rank}.json")):
+        write_record(status_dir, err.rank, err.exit_code, err.signal)
+
+
+class _QuietStop:
+    """SIGTERM from trainrun (exit barrier, --timeout, a signal to trainrun): cancel the stage and end the session
+    without the executors' errors about Python workers that went away, which would read as a crash. Done from a
+    thread: the main thread is inside a py4j call, which a signal handler must not re-enter."""
+
+    def __init__(self, session: Any, verbose: bool) -> None:
+        self.signum: int | None = None
+        self._session, self._verbose = session, verbose
+        self._requested = threading.Event()
+        threading.Thread(target=self._stop, daemon=True).start()
+        signal.signal(signal.SIGTERM, self._handler)
+
+    def _handler(self, signum: int, _frame: object) -> None:
+        self.signum = signum
+        self._requested.set()
+
+    def _stop(self) -> None:
+        self._requested.wait()
+        try:
+            if not self._verbose:
+                self._session.sparkContext.setLogLevel("OFF")
+            self._session.sparkContext.cancelAllJobs()
+        except Exception:
+            pass
 
 
 def main(argv: Sequence[str]) -> int:
@@ -102,10 +210,14 @@ def main(argv: Sequence[str]) -> int:
     session = builder.getOrCreate()
     if not args.verbose:
         session.sparkContext.setLogLevel("ERROR")
+
+    stop = _QuietStop(session, args.verbose)
     try:
         result = run_barrier_job(session, args.num_processes, program, args.framework, args.use_gpu,
                                  args.ranks_filter)
     except TrainrunError as err:
+        if stop.signum is not None:
+            return 128 + stop.signum
         print(f"trainrun: {err}", file=sys.stderr)
         if isinstance(err, JobFailed):
             record_failure(err)

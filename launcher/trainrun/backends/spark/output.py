@@ -1,29 +1,70 @@
-"""Rank output from barrier tasks streamed back to the driver over TCP, with a failure message."""
+"""Rank output from barrier tasks streamed back to the driver over TCP, with each rank's start and end.
+
+Every connection must first prove it belongs to the job: its first line is the job's token (random per job,
+made by the driver and carried to the tasks inside the task closure, never in the Spark conf, which the Spark
+UI shows), compared in constant time. A connection without it is closed before anything it sent is printed
+or believed. The server listens on loopback when every rank is on this host (local masters).
+"""
 from __future__ import annotations
 
+import hmac
+import secrets
 import socket
 import sys
 import threading
+import time
 from dataclasses import dataclass
 from typing import Callable
 
-FAIL_PREFIX = "\x00trainrun-fail "
+CONTROL = "\x00trainrun-"
+START = CONTROL + "start "
+EXIT = CONTROL + "exit "
+# How long a new connection has to send the token.
+HANDSHAKE_SECONDS = 10.0
+MAX_TOKEN_LINE = 256
+LOOPBACK = "127.0.0.1"
+
+
+def new_token() -> str:
+    return secrets.token_hex(32)
+
+
+def is_local_master(master: str) -> bool:
+    """Every executor runs on this host: local, local[N], local[*], local[N,F], local-cluster[...]."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
 @dataclass(frozen=True)
-class ReportedFailure:
+class ReportedExit:
     rank: int
     exit_code: int
+    signal: str | None = None
+    time: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        return self.exit_code != 0 or self.signal is not None
+
+
+# The name the driver used for a failure report.
+ReportedFailure = ReportedExit
 
 
 class OutputServer:
-    """Prints every line tasks send; calls `on_failure` once, for the first rank that reports failing."""
+    """Prints every line authenticated tasks send; records each rank's start and end; calls `on_failure` once,
+    for the first rank that reports failing, and `on_event(kind, rank, exit)` for every start and end."""
 
-    def __init__(self, host: str, on_failure: Callable[[ReportedFailure], None]) -> None:
+    def __init__(self, host: str, on_failure: Callable[[ReportedExit], None], token: str | None = None,
+                 on_event: Callable[[str, int, ReportedExit | None], None] | None = None) -> None:
+        self.token = token or new_token()
         self._sock = socket.create_server((host, 0))
         self.address = (host, self._sock.getsockname()[1])
-        self.failure: ReportedFailure | None = None
+        self.failure: ReportedExit | None = None
+        self.started: set[int] = set()
+        self.exits: dict[int, ReportedExit] = {}
+        self.refused = 0
         self._on_failure = on_failure
+        self._on_event = on_event
         self._lock = threading.Lock()
         threading.Thread(target=self._accept, daemon=True).start()
 
@@ -35,38 +76,90 @@ class OutputServer:
                 return
             threading.Thread(target=self._read, args=(conn,), daemon=True).start()
 
-    def _read(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("r", encoding="utf-8", errors="replace") as lines:
-            for line in lines:
-                if line.startswith(FAIL_PREFIX):
-                    rank, code = line[len(FAIL_PREFIX):].split()
-                    self._record(ReportedFailure(int(rank), int(code)))
-                else:
-                    with self._lock:
-                        sys.stdout.write(line)
-                        sys.stdout.flush()
+    def _authenticated(self, conn: socket.socket) -> bool:
+        conn.settimeout(HANDSHAKE_SECONDS)
+        line = b""
+        try:
+            while not line.endswith(b"\n") and len(line) <= MAX_TOKEN_LINE:
+                chunk = conn.recv(1)
+                if not chunk:
+                    return False
+                line += chunk
+        except OSError:
+            return False
+        conn.settimeout(None)
+        return hmac.compare_digest(line.rstrip(b"\r\n"), self.token.encode())
 
-    def _record(self, failure: ReportedFailure) -> None:
-        with self._lock:
-            if self.failure is not None:
+    def _read(self, conn: socket.socket) -> None:
+        with conn:
+            if not self._authenticated(conn):
+                with self._lock:
+                    self.refused += 1
                 return
-            self.failure = failure
-        self._on_failure(failure)
+            with conn.makefile("r", encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    if line.startswith(CONTROL):
+                        self._control(line)
+                    else:
+                        with self._lock:
+                            sys.stdout.write(line)
+                            sys.stdout.flush()
+
+    def _control(self, line: str) -> None:
+        try:
+            if line.startswith(START):
+                rank = int(line[len(START):].split()[0])
+                with self._lock:
+                    self.started.add(rank)
+                if self._on_event:
+                    self._on_event("start", rank, None)
+            elif line.startswith(EXIT):
+                rank_text, code, sig = line[len(EXIT):].split()[:3]
+                self._record(ReportedExit(int(rank_text), int(code), None if sig == "-" else sig, time.time()))
+        except (ValueError, IndexError):
+            return
+
+    def _record(self, ended: ReportedExit) -> None:
+        with self._lock:
+            self.exits.setdefault(ended.rank, ended)
+            first_failure = ended.failed and self.failure is None
+            if first_failure:
+                self.failure = ended
+        if self._on_event:
+            self._on_event("exit", ended.rank, ended)
+        if first_failure:
+            self._on_failure(ended)
+
+    def first_success(self) -> ReportedExit | None:
+        with self._lock:
+            successes = [e for e in self.exits.values() if not e.failed]
+        return min(successes, key=lambda e: e.time) if successes else None
+
+    def running(self) -> list[int]:
+        with self._lock:
+            return sorted(self.started - set(self.exits))
 
     def close(self) -> None:
         self._sock.close()
 
 
 class OutputClient:
-    def __init__(self, address: tuple[str, int]) -> None:
+    def __init__(self, address: tuple[str, int], token: str) -> None:
         self._sock = socket.create_connection(address, timeout=30)
         self._sock.settimeout(None)
+        self._sock.sendall(token.encode() + b"\n")
 
     def send_line(self, line: str) -> None:
         self._sock.sendall(line.encode("utf-8", errors="replace"))
 
+    def send_start(self, rank: int) -> None:
+        self.send_line(f"{START}{rank}\n")
+
+    def send_exit(self, rank: int, exit_code: int, signal: str | None = None) -> None:
+        self.send_line(f"{EXIT}{rank} {exit_code} {signal or '-'}\n")
+
     def send_failure(self, rank: int, exit_code: int) -> None:
-        self.send_line(f"{FAIL_PREFIX}{rank} {exit_code}\n")
+        self.send_exit(rank, exit_code)
 
     def close(self) -> None:
         self._sock.close()

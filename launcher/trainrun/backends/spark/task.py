@@ -4,23 +4,27 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import select
 import shutil
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from typing import Iterator
 
 from ...machine import Machine, interface_for_address
 from ...plan import thread_env
+from ...proctree import task_dir_prefix
 from ...program import Program
 from ...rank.env import SHOW_RANKS
-from ...rank.status import STATUS_DIR, exit_code_of_returncode, first_failure
+from ...rank.status import STATUS_DIR, TASK_DIR, exit_of_returncode, read_status
 from .output import OutputClient
 
 PR_SET_PDEATHSIG = 1
+DRAIN_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,8 @@ class TaskConfig:
     output_address: tuple[str, int]
     payload: bytes | None = None  # the cloudpickled function of trainrun.run(fn)
     shown_ranks: str | None = None  # --ranks-filter: only these ranks' output, e.g. "0,1"
+    token: str = ""  # proves the task's connection to the driver's output server (trainrun...spark.output)
+    job_id: str = ""  # trainrun's job id: names the task's directory, so that trainrun finds it if Spark kills the task
 
 
 @dataclass(frozen=True)
@@ -129,9 +135,11 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
     agreed = json.loads(ctx.allGather(offer)[0])
     rendezvous = Rendezvous(task_hosts[0], agreed["master_port"], agreed.get("horovod_port"))
 
-    workdir = tempfile.mkdtemp(prefix="trainrun-task-")
-    client = OutputClient(config.output_address)
+    prefix = task_dir_prefix(config.job_id) if config.job_id else "trainrun-task-"
+    workdir = tempfile.mkdtemp(prefix=f"{prefix}{task_index}-")
+    client = None
     try:
+        client = OutputClient(config.output_address, config.token)
         program = config.program
         result_path = os.path.join(workdir, "result.pkl")
         if config.payload is not None:
@@ -140,27 +148,67 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
                 f.write(config.payload)
             program = Program("payload", payload_path, (result_path,))
         argv, env = rank_command(config, task_index, task_hosts, rendezvous, program, workdir)
+        env[TASK_DIR] = workdir
         if cuda_devices is not None:
             env["CUDA_VISIBLE_DEVICES"] = cuda_devices
         if port_holder is not None:
             port_holder.close()
+        client.send_start(task_index)
         proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, errors="replace", preexec_fn=_die_with_parent)
-        for line in proc.stdout:
-            client.send_line(f"[rank {task_index}] {line}")
-        code = proc.wait()
-        if code != 0:
-            failure = first_failure(workdir)
-            exit_code = failure.exit_code if failure else exit_code_of_returncode(code)
-            client.send_failure(task_index, exit_code)
-            raise RuntimeError(f"trainrun: rank {task_index} exited with code {exit_code}")
+                                preexec_fn=_die_with_parent)
+        code = pump_output(proc, lambda line: client.send_line(f"[rank {task_index}] {line}"))
+        ended = read_status(workdir).exits.get(task_index)
+        exit_code, signal_text = (ended.exit_code, ended.signal) if ended else exit_of_returncode(code)
+        client.send_exit(task_index, exit_code, signal_text)
+        if exit_code != 0 or signal_text:
+            how = f"was killed by {signal_text}" if signal_text else f"exited with code {exit_code}"
+            raise RuntimeError(f"trainrun: rank {task_index} {how}")
         result = None
         if task_index == 0 and config.payload is not None and os.path.exists(result_path):
             with open(result_path, "rb") as f:
                 result = f.read()
     finally:
-        client.close()
+        if client is not None:
+            client.close()
         if horovod_server is not None:
             horovod_server.stop()
         shutil.rmtree(workdir, ignore_errors=True)
     yield result
+
+
+def pump_output(proc: subprocess.Popen, send, drain_seconds: float = DRAIN_SECONDS) -> int:
+    """Send the rank's output line by line until it exits; then what is left in the pipe, for at most
+    `drain_seconds` (a process the rank left behind may hold the pipe open; it must not hold the task)."""
+    fd = proc.stdout.fileno()
+    os.set_blocking(fd, False)
+    pending = b""
+    deadline = None
+    code = None
+    try:
+        while True:
+            if code is None:
+                code = proc.poll()
+                if code is not None:
+                    deadline = time.monotonic() + drain_seconds
+            wait = 0.2 if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([fd], [], [], wait)
+            chunk = b""
+            if ready:
+                try:
+                    chunk = os.read(fd, 65536)
+                except BlockingIOError:
+                    chunk = None
+                if chunk == b"":
+                    break  # every writer has closed the pipe
+            if chunk:
+                pending += chunk
+                *lines, pending = pending.split(b"\n")
+                for line in lines:
+                    send(line.decode("utf-8", errors="replace") + "\n")
+            if deadline is not None and time.monotonic() >= deadline:
+                break
+    finally:
+        if pending:
+            send(pending.decode("utf-8", errors="replace") + "\n")
+        proc.stdout.close()
+    return proc.wait() if code is None else code

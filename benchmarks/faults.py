@@ -1,0 +1,115 @@
+"""Faults: how `trainrun` ends a job that goes wrong, per scenario and backend.
+
+Scenarios (tests/integration/data/fault_rank.py does the misbehaving; the harness is run_fault in
+tests/integration/launch_helpers.py, which the lifecycle integration tests share):
+
+  rank-hangs-after-other-exits-0            rank 0 exits 0, rank 1 never exits (--exit-barrier-timeout 5)
+  rank-leaves-child-holding-stdout-success  each rank leaves `sleep`s holding its stdout and exits 0
+  rank-leaves-child-holding-stdout-failure  the same, rank 1 then exits 3 while rank 0 sleeps
+  rank-killed-by-sigkill                    the harness SIGKILLs rank 1's process
+  trainrun-sigkilled                        the harness SIGKILLs trainrun itself
+  rank-fails-then-timeout                   rank 1 exits 3 just before --timeout, rank 0 ignores SIGTERM
+
+For each: trainrun's exit code, the seconds from the fault (rank 0's exit, the kill, rank 1's failure) to the
+job's end (trainrun's exit; for trainrun-sigkilled, until no process of the job runs), and the processes of the
+job still running once it ended (found by TRAINRUN_JOB_ID and by the harness's own tag, zombies excluded).
+Target: every row ends within 30 s of the fault (of the exit barrier's end for the hang) with 0 processes left.
+
+    python benchmarks/faults.py [--backends torch mpi spark gloo] [--scenarios ...] [--out benchmarks/results/faults.json]
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+
+from launch_helpers import BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
+
+TARGET_SECONDS = 30.0
+BACKENDS = ("torch", "mpi", "gloo", "spark")
+
+
+def missing(backend: str) -> str | None:
+    """Why this host cannot run the backend, or None."""
+    if backend == "torch" and importlib.util.find_spec("torch") is None:
+        return "torch is not installed"
+    if backend == "mpi" and shutil.which("mpirun") is None:
+        return "mpirun is not on PATH"
+    if backend == "gloo" and shutil.which("horovodrun") is None:
+        return "horovodrun (Horovod) is not installed on this host"
+    if backend == "spark" and (importlib.util.find_spec("pyspark") is None or shutil.which("java") is None):
+        return "pyspark or java is missing"
+    return None
+
+
+def row(backend: str, scenario: str) -> dict:
+    fault = FAULTS[scenario]
+    with tempfile.TemporaryDirectory(prefix="trainrun-faults-") as report_dir:
+        run = run_fault(backend, scenario, Path(report_dir))
+    seconds = run.seconds_after_fault
+    budget = TARGET_SECONDS + (BARRIER_SECONDS if fault.fault == "hang" else 0)
+    message = next((line for line in reversed(run.stderr.splitlines()) if line.startswith("trainrun: ")), None)
+    return {
+        "exit_code": run.exit_code,
+        "expected_exit_code": fault.exit_code,
+        "seconds_to_exit_after_fault": seconds,
+        **({"seconds_after_exit_barrier": round(seconds - BARRIER_SECONDS, 2)} if fault.fault == "hang"
+           and seconds is not None else {}),
+        "processes_left": len(run.left),
+        "processes_left_detail": run.left,
+        "directories_left": run.left_dirs,
+        "trainrun_message": message,
+        "met": run.exit_code == fault.exit_code and seconds is not None and seconds < budget and not run.left
+        and not run.left_dirs,
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
+    parser.add_argument("--scenarios", nargs="+", default=list(FAULTS), choices=list(FAULTS))
+    parser.add_argument("--label", default=platform.node(), help="where this ran, for the results file")
+    parser.add_argument("--note", dest="notes", action="append", default=[])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faults.json"))
+    args = parser.parse_args()
+    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    results: dict[str, dict] = {}
+    skipped: dict[str, str] = {}
+    for backend in args.backends:
+        reason = missing(backend)
+        if reason:
+            skipped[backend] = reason
+            continue
+        for scenario in args.scenarios:
+            results[f"{scenario}/{backend}"] = result = row(backend, scenario)
+            print(f"{scenario:42} {backend:6} exit {result['exit_code']!s:>4}  "
+                  f"{result['seconds_to_exit_after_fault']!s:>6} s  left {result['processes_left']}  "
+                  f"{'ok' if result['met'] else 'MISSED'}", flush=True)
+    report = {
+        "benchmark": "faults: scenario x backend -> exit code, seconds to exit after the fault, processes left",
+        "target": {"seconds_after_fault_at_most": TARGET_SECONDS, "exit_barrier_timeout": BARRIER_SECONDS,
+                   "processes_left": 0, "met": all(r["met"] for r in results.values())},
+        "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "host": {"label": args.label, "cpus": os.cpu_count(), "python": platform.python_version()},
+        "notes": args.notes,
+        "skipped_backends": skipped,
+        "results": results,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+    return 0 if report["target"]["met"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
