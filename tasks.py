@@ -1,4 +1,4 @@
-"""The invoke collection: image tasks at the top level, `template.*` and `pool.*` beside them.
+"""The invoke collection: image tasks at the top level, `template.*`, `pool.*` and `nodes.*` beside them.
 
 The tasks live in trainstack/tasks/; each reports errors as `error: MESSAGE` with exit code 2.
 Options that depend on the machine default to environment variables, so one machine's setup
@@ -6,8 +6,9 @@ Options that depend on the machine default to environment variables, so one mach
 """
 from invoke import Collection
 
-from trainstack.tasks import images, pool, templates
+from trainstack.tasks import images, nodes, pool, templates
 
 ns = Collection.from_module(images)
 ns.add_collection(Collection.from_module(templates), name="template")
 ns.add_collection(Collection.from_module(pool), name="pool")
+ns.add_collection(Collection.from_module(nodes), name="nodes")

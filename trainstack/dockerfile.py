@@ -22,7 +22,9 @@ from trainstack.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
 IMAGES_DIR = REPO_ROOT / "images"
 IMAGE_USER = "trainer"
 PROJECT_URL = "https://github.com/trainstack/trainstack"
-RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "procps", "tini", "ca-certificates"]
+# openssh-server: workers of multi-node jobs run sshd as the image's user (images/scripts/trainstack-sshd).
+RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "openssh-server", "procps", "tini",
+                        "ca-certificates"]
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
 # Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image.
 HEADERS_LEFT_IN_BUILDER = ["torch/include", "tensorflow/include"]
@@ -100,6 +102,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "discovery_script": identity.DISCOVERY_SCRIPT_PATH,
         "examples_dir": identity.EXAMPLES_DIR,
         "image_scripts_dir": identity.IMAGE_SCRIPTS_DIR,
+        "sshd_command": identity.SSHD_COMMAND,
         "manifest_path": identity.MANIFEST_PATH,
         "sbom_path": identity.SBOM_PATH,
         "constraints_path": identity.CONSTRAINTS_PATH,

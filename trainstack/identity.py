@@ -23,6 +23,13 @@ POOL_ROLE_LABEL = f"{POOL_LABEL}.role"
 POOL_SHARE_LABEL = f"{POOL_LABEL}.share"
 # The host path of a pool's Spark conf, which holds its secret (trainstack/localpool/security.py).
 POOL_CONF_LABEL = f"{POOL_LABEL}.spark-conf"
+# Multi-node containers of `invoke nodes.up` (trainstack/nodes): the cluster's name, each container's role
+# (worker, launcher), the host folder of the cluster's ssh keys, and the --share folder.
+NODES_LABEL = f"{LABEL_PREFIX}.nodes"
+NODES_ROLE_LABEL = f"{NODES_LABEL}.role"
+NODES_KEYS_LABEL = f"{NODES_LABEL}.keys"
+NODES_SHARE_LABEL = f"{NODES_LABEL}.share"
+NODES_SLOTS_LABEL = f"{NODES_LABEL}.slots"
 
 VENV_DIR = "/opt/venv"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"
@@ -32,6 +39,11 @@ CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 EXAMPLES_DIR = "/opt/trainstack/examples"
 DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"
 IMAGE_SCRIPTS_DIR = "/opt/trainstack/bin"
+# sshd as the image's user for multi-node MPI (images/scripts/trainstack-sshd), on PATH under this name; its
+# port, and where it reads the public keys allowed to log in (a mounted secret or volume).
+SSHD_COMMAND = "trainstack-sshd"
+SSHD_PORT = 2222
+SSH_KEYS_DIR = "/etc/trainstack/ssh"
 # Login shells (bash -l, su -, ssh) read the image's environment from here.
 LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
 # Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).

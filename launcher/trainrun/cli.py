@@ -16,11 +16,13 @@ from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan
 from .program import program_from_command, program_from_script_args
+from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
 from .validate import key_value, parse_hostfile, parse_hosts, timeout
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
   trainrun mpi --gloo -np 2 python train.py               # Horovod's Gloo controller
+  trainrun mpi -np 2 -H worker-1:1,worker-2:1 --ssh-port 2222 -i KEY python train.py   # ranks on other hosts
   trainrun torch --nproc-per-node 2 train.py --lr 0.1     # torch.distributed.run
   trainrun spark --num-processes 2 --template local-pool train.py   # a Spark barrier stage
   trainrun mpi -np 2 --dry-run --json python train.py     # the plan, nothing started
@@ -42,6 +44,16 @@ def non_negative(text: str) -> int:
 
 def seconds(text: str) -> float:
     return timeout("--timeout", text)
+
+
+def connect_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= 300:
+        raise argparse.ArgumentTypeError(f"expected seconds from 1 to 300, got {text!r}")
+    return value
 
 
 def barrier_seconds(text: str) -> float:
@@ -96,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="backend", required=True, metavar="{mpi,torch,spark,doctor}")
 
     mpi = sub.add_parser("mpi", usage="trainrun mpi -np N [-H host:slots,... | --hostfile FILE] [-x VAR[=VALUE]] "
-                         "[--gloo] PROGRAM ...",
+                         "[--ssh-port PORT] [--ssh-identity-file KEY] [--gloo] PROGRAM ...",
                          help="mpirun (Open MPI or MPICH) as horovodrun builds it, or Horovod's Gloo controller",
                          description="Starts N ranks with mpirun the way horovodrun does (or horovodrun --gloo).")
     _option(mpi, "-np", "--num-processes", "--num-proc", dest="np", type=positive, required=True, metavar="N",
@@ -114,6 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     _option(mpi, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     _option(mpi, "--mpi-args", default="", metavar="'ARGS'",
             help="extra arguments for mpirun (or horovodrun with --gloo), split as a shell would")
+    ssh = mpi.add_argument_group("other hosts (ssh)", "Ranks on hosts other than this one start over ssh: each host "
+                                 "is checked first (it answers and takes the key), and a failed or stopped job is "
+                                 "ended on every host.")
+    _option(ssh, "-p", "--ssh-port", type=positive, metavar="PORT",
+            help=f"sshd's port on the hosts (default ${PORT_ENV}, else ssh's; trainstack-sshd: 2222)")
+    _option(ssh, "-i", "--ssh-identity-file", metavar="KEY",
+            help=f"the private key to log in with (default ${IDENTITY_ENV}, else ssh's keys and agent)")
+    _option(ssh, "--ssh-known-hosts", metavar="FILE",
+            help=f"accept only the host keys in FILE (default ${KNOWN_HOSTS_ENV}; without: a host's key is accepted "
+                 "the first time the job meets it, into a known-hosts file of the job's own)")
+    _option(ssh, "--ssh-connect-timeout", type=connect_seconds, metavar="SECONDS",
+            help=f"how long ssh waits for a host to answer (default {CONNECT_TIMEOUT:g})")
     _common(mpi, "`python train.py`, `python -m pkg.train` or any command, as mpirun takes it")
 
     torch = sub.add_parser("torch", usage="trainrun torch --nproc-per-node N|auto|gpu|cpu [...] "
@@ -172,9 +196,11 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     if args.backend == "mpi":
         hosts = (parse_hosts("-H", args.hosts) if args.hosts else
                  parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
+        ssh = SshOptions(args.ssh_port, args.ssh_identity_file, args.ssh_known_hosts, args.ssh_connect_timeout)
         return MpiJob(args.np, program_from_command("command", command), hosts, tuple(args.env), args.gloo,
                       args.tag_output, args.network_interface, args.output_filename,
-                      tuple(shlex.split(args.mpi_args)), args.ranks_filter)
+                      tuple(shlex.split(args.mpi_args)), args.ranks_filter, ssh,
+                      "--hostfile" if args.hostfile else "-H")
     if args.backend == "torch":
         if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
             raise UsageError("--standalone", True, "a single-node job: without --nnodes > 1, --master-addr or "
@@ -182,7 +208,8 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
         program = program_from_script_args("command", ["-m", *command] if args.module else command)
         return TorchJob(args.nproc_per_node, program, args.nnodes[0], args.node_rank, args.master_addr,
                         args.master_port, args.rdzv_endpoint, args.rdzv_id, args.nnodes[1], args.max_restarts,
-                        args.tag_output, args.log_dir, args.local_ranks_filter, tuple(shlex.split(args.torchrun_args)))
+                        args.tag_output, args.log_dir, args.local_ranks_filter, tuple(shlex.split(args.torchrun_args)),
+                        check_master=not args.dry_run)
     conf = tuple(key_value("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,

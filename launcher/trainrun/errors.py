@@ -13,6 +13,8 @@ class UsageError(TrainrunError):
         super().__init__(f"{option} = {value!r}: {rule} (valid: {valid})")
         self.option = option
         self.value = value
+        self.rule = rule
+        self.valid = valid
 
 
 class MissingBackend(TrainrunError):

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .program import Program
+from .remote import SshOptions
 from .validate import HostSlots
 
 
@@ -19,6 +20,8 @@ class MpiJob:
     output_filename: str | None = None  # a directory for each rank's output files (Open MPI)
     launcher_args: tuple[str, ...] = ()  # passed to mpirun (or horovodrun) as given
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
+    ssh: SshOptions = SshOptions()  # how other hosts are reached (trainrun.remote)
+    hosts_option: str = "-H"  # where the hosts came from, named in errors: -H or --hostfile
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class TorchJob:
     log_dir: str | None = None
     local_ranks_filter: str | None = None
     launcher_args: tuple[str, ...] = ()  # passed to torchrun as given
+    check_master: bool = False  # node 0's address (or the rendezvous host) must resolve (not for --dry-run)
 
 
 @dataclass(frozen=True)

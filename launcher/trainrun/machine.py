@@ -25,6 +25,7 @@ class Machine:
     horovodrun: str | None = "horovodrun"
     spark_home: str | None = None
     gpu_count: int = 0
+    local_names: tuple[str, ...] = ()  # this machine's host names, which -H may name (no ssh to them)
 
 
 # What mpirun links to names the implementation without running it (a launch should not pay for that).
@@ -77,6 +78,12 @@ def gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
+def host_names() -> tuple[str, ...]:
+    """This machine's host name and its short form: mpirun starts ranks on them without ssh."""
+    name = socket.gethostname()
+    return tuple(dict.fromkeys(n for n in (name, name.split(".")[0]) if n))
+
+
 def detect_machine(backend: str) -> Machine:
     """Probe only what `backend` needs, so a launch stays cheap."""
     return Machine(
@@ -92,6 +99,7 @@ def detect_machine(backend: str) -> Machine:
         horovodrun=shutil.which("horovodrun"),
         spark_home=_spark_home() if backend == "spark" else None,
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
+        local_names=host_names() if backend in ("mpi", "horovod") else (),
     )
 
 

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .machine import Machine
+    from .remote import RemoteHosts
 
 
 # torchrun's elastic agent waits this long at its exit barrier.
@@ -23,11 +24,16 @@ class Plan:
     ranks: int = 1  # the processes the job starts (the most, for an elastic job)
     # Once a rank has exited 0, how long the others have to exit before the job is stopped (trainrun.lifecycle).
     exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT
+    # Ranks on other hosts over ssh: checked before the launch, swept at its end (trainrun.remote).
+    remote: "RemoteHosts | None" = None
 
     def to_dict(self) -> dict:
-        return {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
+        plan = {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
                 "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items())),
                 "exit_barrier_timeout": self.exit_barrier_timeout}
+        if self.remote is not None:
+            plan["remote"] = self.remote.to_dict()
+        return plan
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2) + "\n"
@@ -39,6 +45,11 @@ class Plan:
         if self.spark_conf:
             lines.append("spark conf:")
             lines += [f"  {k}={v}" for k, v in sorted(self.spark_conf.items())]
+        if self.remote is not None:
+            hosts = ", ".join(f"{name}:{slots}" for name, slots in self.remote.hosts)
+            lines.append(f"remote hosts: {hosts} (checked within {self.remote.check_seconds:g} s before the "
+                         "launch, swept after a failure or a stop)")
+            lines.append(f"ssh: {shlex.join(self.remote.ssh)} HOST COMMAND")
         return "\n".join(lines) + "\n"
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import signal
+import sys
 import time
 from typing import Iterable
 
@@ -163,3 +164,18 @@ def job_temp_dirs(job_id: str) -> list[str]:
     import tempfile
 
     return glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), task_dir_prefix(job_id) + "*"))
+
+
+def main(argv: list[str]) -> int:
+    """`python -m trainrun.proctree JOB_ID [GRACE]`: what `trainrun` runs over ssh on every other host of a job
+    at its end (trainrun.remote.sweep_command); prints how many processes it ended."""
+    if not argv or len(argv) > 2:
+        print("usage: python -m trainrun.proctree JOB_ID [GRACE_SECONDS]", file=sys.stderr)
+        return 2
+    grace = float(argv[1]) if len(argv) > 1 else 5.0
+    print(end_job_processes(argv[0], grace))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -13,6 +13,7 @@ import threading
 import time
 import uuid
 
+from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop, launcher_name
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes, job_temp_dirs
@@ -93,6 +94,14 @@ def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False)
     try:
         with _Signals() as signals:
             env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
+            if plan.remote is not None:
+                # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
+                from .remote import check_hosts
+
+                check_hosts(plan.remote, env)
+                if signals.received:
+                    raise JobFailed(128 + signals.received,
+                                    f"received {signal.Signals(signals.received).name}; job stopped")
             # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
             # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
             # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
@@ -122,6 +131,12 @@ def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False)
             for path in job_temp_dirs(job_id):
                 shutil.rmtree(path, ignore_errors=True)
             failed = lifecycle.outcome(code, read_status(status_dir), stop)
+            if plan.remote is not None and (failed is not None or stop is not None):
+                # mpirun ends its ranks on other hosts itself, and each rank's entry its leftovers; after a failure
+                # or a stop this ends, over ssh, whatever of the job outlived them there (by the job id).
+                from .remote import sweep
+
+                sweep(plan.remote, env)
     finally:
         if not ended:  # an error in trainrun itself: the job goes all the same
             end_job_processes(job_id, TERM_GRACE)

@@ -19,6 +19,9 @@ LOCAL_NAMES = ("localhost", "127.0.0.1")
 MAX_RANKS = 4096
 # How long a spark:// master has to accept a TCP connection before trainrun spark starts anything.
 MASTER_CONNECT_SECONDS = 3.0
+# How long node 0's name (trainrun torch --master-addr, --rdzv-endpoint) has to resolve: torchrun itself would
+# retry an unknown name for its whole rendezvous timeout (10 minutes).
+MASTER_RESOLVE_SECONDS = 10.0
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
 _STANDALONE_MASTER = re.compile(rf"spark://({_HOST}:[0-9]+(?:,{_HOST}:[0-9]+)*)")
 # The master URLs Spark accepts besides spark:// (SparkContext.createTaskScheduler, SparkSubmit).
@@ -168,4 +171,41 @@ def _connects(address: tuple[str, int], seconds: float) -> bool:
         with socket.create_connection(address, timeout=seconds):
             return True
     except OSError:
+        return False
+
+
+def check_resolves(option: str, value: str, host: str, seconds: float | None = None, resolve=None) -> None:
+    """Refuses a host name that does not resolve within `seconds` (MASTER_RESOLVE_SECONDS; asked again every
+    half second, as a container or pod just started may be missing from DNS for a moment)."""
+    seconds = MASTER_RESOLVE_SECONDS if seconds is None else seconds
+    resolve = resolve or _resolves
+    answers: queue.Queue[bool] = queue.Queue()
+    deadline = time.monotonic() + seconds
+
+    def ask() -> None:
+        while True:
+            if resolve(host):
+                answers.put(True)
+                return
+            if time.monotonic() + 0.5 >= deadline:
+                answers.put(False)
+                return
+            time.sleep(0.5)
+
+    # A thread, so that a slow name lookup (which has no timeout of its own) stays within the bound too.
+    threading.Thread(target=ask, daemon=True).start()
+    try:
+        if answers.get(timeout=seconds + 1):
+            return
+    except queue.Empty:
+        pass
+    raise UsageError(option, value, "the host name or address of node 0, as every node resolves it (containers "
+                     "on one docker network: the container's name)",
+                     rule=f"{host} does not resolve to an address within {seconds:g} s")
+
+
+def _resolves(host: str) -> bool:
+    try:
+        return bool(socket.getaddrinfo(host.strip("[]"), None))
+    except (OSError, UnicodeError):
         return False

@@ -8,7 +8,9 @@ from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
 from ..plan import Plan, thread_env
+from ..proctree import JOB_ID
 from ..rank.env import SHOW_RANKS
+from ..remote import RemoteHosts, remote_hosts, resolve_options
 from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, rank_count, rank_list
 
 # What reaches every rank on every host besides the job's own -x variables.
@@ -18,6 +20,7 @@ FORWARDED_PREFIXES = ("NCCL_", "HOROVOD_", "CUDA_", "GLOO_", "TORCH_", "OMP_")
 INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
 INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
 INSTALL_HOROVOD = "pip install horovod built with Gloo (HOROVOD_WITH_GLOO=1), or use a trainstack image"
+MPICH_SSH = "Open MPI's mpirun or --gloo (MPICH's Hydra takes ssh settings from ~/.ssh/config)"
 
 
 def user_env(option: str, specs: Iterable[str], environ: Mapping[str, str]) -> dict[str, str]:
@@ -71,12 +74,32 @@ def openmpi_binding(hosts: tuple[HostSlots, ...], machine: Machine) -> list[str]
     return ["-bind-to", "none", "-map-by", "slot"]
 
 
+def remote_access(job: MpiJob, hosts: tuple[HostSlots, ...], machine: Machine,
+                  needs: str | None) -> RemoteHosts | None:
+    """The job's hosts other than this one and the ssh setup that reaches them (trainrun.remote)."""
+    if all(host.name in LOCAL_NAMES or host.name in machine.local_names for host in hosts):
+        if job.ssh.given():
+            resolve_options(job.ssh, {})  # still checked: a typo should not wait for the first remote job
+        return None
+    ssh = resolve_options(job.ssh, machine.environ)
+    return remote_hosts(job.hosts_option, tuple((host.name, host.slots) for host in hosts), ssh,
+                        machine.local_names, machine.python, needs)
+
+
+def openmpi_ssh_args(remote: RemoteHosts) -> list[str]:
+    """mpirun's ssh: trainrun's options (horovodrun passes `-p PORT -i KEY` the same way), and every daemon
+    started from this host, where the key and the job's known-hosts file are (Open MPI's tree spawn would
+    have daemons on the hosts ssh onwards)."""
+    return ["-mca", "plm_rsh_args", " ".join(remote.options), "-mca", "plm_rsh_no_tree_spawn", "1"]
+
+
 class MpiPlanner:
     def plan(self, job: MpiJob, machine: Machine) -> Plan:
         if machine.mpi_flavor is None:
             raise MissingBackend("mpirun", INSTALL_MPI)
         hosts, env = hosts_and_env(job, machine)
         names = forwarded_names(machine.environ, env)
+        remote = None
         host_list = ",".join(map(str, hosts))
         tag = job.tag_output and job.num_processes > 1
         if machine.mpi_flavor == "openmpi":
@@ -89,6 +112,11 @@ class MpiPlanner:
             # transports; Debian's excludes libfabric, and horovodrun's `btl ^openib` brought it back, at 1.2 s
             # of a 5 s Horovod job here. --mpi-args passes transports where a cluster needs them.
             argv += ["-np", str(job.num_processes), "-H", host_list, *openmpi_binding(hosts, machine)]
+            remote = remote_access(job, hosts, machine, needs="orted")
+            if remote:
+                argv += openmpi_ssh_args(remote)
+                # Ranks on other hosts carry the job id too, so the sweep after a failure finds them.
+                names = sorted({*names, JOB_ID})
             if job.network_interface:
                 argv += ["-mca", "btl_tcp_if_include", job.network_interface,
                          "-mca", "oob_tcp_if_include", job.network_interface]
@@ -101,6 +129,11 @@ class MpiPlanner:
         else:
             if job.output_filename:
                 raise UsageError("--output-filename", job.output_filename, "Open MPI's mpirun (MPICH has no such option)")
+            if job.ssh.given():
+                option, value = next((name, value) for name, value in (
+                    ("--ssh-port", job.ssh.port), ("--ssh-identity-file", job.ssh.identity_file),
+                    ("--ssh-known-hosts", job.ssh.known_hosts)) if value is not None)
+                raise UsageError(option, value, MPICH_SSH)
             argv = ["mpirun", "-np", str(job.num_processes), "-hosts", host_list,
                     "-bind-to", "none", "-map-by", "slot", "-genvlist", ",".join(names)]
             if job.network_interface:
@@ -108,7 +141,7 @@ class MpiPlanner:
             if tag:
                 argv.append("-prepend-rank")
         argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
-        return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes)
+        return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes, remote=remote)
 
 
 class HorovodGlooPlanner:
@@ -117,10 +150,16 @@ class HorovodGlooPlanner:
             raise MissingBackend("horovodrun", INSTALL_HOROVOD)
         hosts, env = hosts_and_env(job, machine)
         argv = [machine.horovodrun, "--gloo", "-np", str(job.num_processes), "-H", ",".join(map(str, hosts))]
+        # horovodrun runs ssh itself (with its own host-key handling); it takes the port and the key.
+        remote = remote_access(job, hosts, machine, needs=None)
+        if remote and remote.port is not None:
+            argv += ["--ssh-port", str(remote.port)]
+        if remote and remote.identity_file:
+            argv += ["--ssh-identity-file", remote.identity_file]
         if job.network_interface:
             argv += ["--network-interface", job.network_interface]
         if job.output_filename:
             argv += ["--output-filename", job.output_filename]
         # horovodrun prefixes every line with its rank ([0]<stdout>:) itself.
         argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
-        return Plan("horovod-gloo", argv, env, ranks=job.num_processes)
+        return Plan("horovod-gloo", argv, env, ranks=job.num_processes, remote=remote)

@@ -5,7 +5,7 @@ from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
 from ..machine import Machine
 from ..plan import Plan, thread_env
-from ..validate import host_port, port, positive_int, rank_count
+from ..validate import check_resolves, host_port, port, positive_int, rank_count
 
 INSTALL_TORCH = "pip install torch"
 TORCHRUN_DEFAULT_PORT = 29500
@@ -52,11 +52,22 @@ def validate_torch_job(job: TorchJob) -> None:
         port("--master-port", job.master_port)
 
 
+def check_master_resolves(job: TorchJob) -> None:
+    """Across nodes, node 0's name must resolve here before torchrun starts (a typo otherwise waits out
+    torchrun's rendezvous timeout, 10 minutes)."""
+    if job.rdzv_endpoint is not None:
+        check_resolves("--rdzv-endpoint", job.rdzv_endpoint, host_port("--rdzv-endpoint", job.rdzv_endpoint)[0])
+    elif job.nnodes > 1 and job.master_addr is not None:
+        check_resolves("--master-addr", job.master_addr, job.master_addr)
+
+
 class TorchPlanner:
     def plan(self, job: TorchJob, machine: Machine) -> Plan:
         if not machine.has_torch:
             raise MissingBackend("torch", INSTALL_TORCH)
         validate_torch_job(job)
+        if job.check_master:
+            check_master_resolves(job)
         nproc = processes_per_node(job, machine)
         ranks = nproc * (job.max_nnodes or job.nnodes)
         nnodes = f"{job.nnodes}:{job.max_nnodes}" if job.max_nnodes is not None else str(job.nnodes)

@@ -36,13 +36,13 @@ _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 # Spark's binary units become Kubernetes' (g -> Gi); a size in bytes stays a plain number.
 _QUANTITY_UNITS = (("p", "Pi"), ("t", "Ti"), ("g", "Gi"), ("m", "Mi"), ("k", "Ki"))
 
-# MPI over SSH (mpi-operator and Kubeflow Trainer's MPI runtime mount an SSH key pair at SSH_DIR).
-# Workers run sshd as the image's user, so on a port it may open and without the system config, which
-# expects root; the mounted private key doubles as host key.
+# MPI over SSH (mpi-operator and Kubeflow Trainer's MPI runtime mount an SSH key pair, with the public key as
+# authorized_keys, at SSH_DIR). Workers run the image's `trainstack-sshd` (images/scripts/trainstack-sshd):
+# sshd as the image's user on SSH_PORT, key-only, authorizing ~/.ssh/authorized_keys, with a host key made at
+# start (none is in the image), and the image's PATH for commands run over ssh (orted, python).
 SSH_DIR = f"{IMAGE_HOME}/.ssh"
 SSH_PORT = 2222
-SSHD_COMMAND = ["/usr/sbin/sshd", "-De", "-f", "/dev/null", "-p", str(SSH_PORT),
-                "-o", f"HostKey={SSH_DIR}/id_rsa", "-o", "PidFile=/tmp/sshd.pid", "-o", "StrictModes=no"]
+SSHD_COMMAND = ["trainstack-sshd"]
 # The mounted SSH keys belong to root; this group lets the image's user read them.
 SSH_KEYS_READABLE = {"securityContext": {"fsGroup": IMAGE_UID}}
 # On the mpirun command line, because the operators set OMPI_MCA_plm_rsh_args themselves; worker host

@@ -58,6 +58,20 @@ CASES = {
     "spark_local_mode_torch": (["spark", "--local-mode", "--num-processes", "2", "--", "train.py"], {}),
     "spark_local_mode_horovod_gpu": (["spark", "--local-mode", "--use-gpu", "--framework", "horovod",
                                       "--num-processes", "2", "--", "train_hvd.py"], {"gpu_count": 2}),
+    # Ranks on other hosts over ssh (trainrun.remote); plans with a key file: test_remote.py.
+    "mpi_remote_defaults": (["mpi", "-np", "2", "-H", "worker-1:1,worker-2:1", "--", "python", "train.py"], {}),
+    "mpi_remote_port_and_timeout": (["mpi", "-np", "4", "-H", "worker-1:2,worker-2:2", "--ssh-port", "2222",
+                                     "--ssh-connect-timeout", "5", "--", "python", "train.py"], {}),
+    "mpi_remote_this_host_by_name": (["mpi", "-np", "2", "-H", "launcher:1,worker-1:1", "-p", "2222", "--",
+                                      "python", "train.py"], {"local_names": ("launcher",)}),
+    "mpi_remote_gloo": (["mpi", "--gloo", "-np", "2", "-H", "worker-1:1,worker-2:1", "--ssh-port", "2222", "--",
+                         "python", "train.py"], {"mpi_flavor": None}),
+    # One node of a two-container job, as tests/image/test_multinode.py starts it in each container.
+    "torch_two_containers_node1": (["torch", "--nproc-per-node", "1", "--nnodes", "2", "--node-rank", "1",
+                                    "--master-addr", "nodes-worker-1", "--master-port", "29500", "--",
+                                    "ddp_step.py"], {}),
+    "torch_two_containers_rdzv": (["torch", "--nproc-per-node", "1", "--nnodes", "2", "--rdzv-endpoint",
+                                   "nodes-worker-1:29400", "--", "ddp_step.py"], {}),
 }
 
 

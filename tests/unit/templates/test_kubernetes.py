@@ -280,6 +280,11 @@ def test_in_image_paths_are_the_images() -> None:
     assert k8s.IMAGE_HOME == f"/home/{dockerfile.IMAGE_USER}"
     dockerfile_template = (Path(__file__).parents[3] / "images" / "Dockerfile.j2").read_text(encoding="utf-8")
     assert f"useradd --create-home --uid {k8s.IMAGE_UID} " in dockerfile_template
+    # The MPI workers' sshd is the image's own command, on its port.
+    assert k8s.SSHD_COMMAND == [identity.SSHD_COMMAND] and k8s.SSH_PORT == identity.SSHD_PORT
+    sshd = (Path(__file__).parents[3] / "images" / "scripts" / identity.SSHD_COMMAND).read_text(encoding="utf-8")
+    assert f"port=${{TRAINSTACK_SSHD_PORT:-{identity.SSHD_PORT}}}" in sshd
+    assert f"keys_dir=${{TRAINSTACK_SSH_DIR:-{identity.SSH_KEYS_DIR}}}" in sshd
 
 
 def test_shared_values_are_written_out_not_aliased() -> None:

@@ -1,0 +1,153 @@
+"""`up`, `status` and `down` of a multi-node cluster: the plan's network and worker containers through the
+docker SDK, their sshd ready and their host keys recorded for the launchers."""
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import docker
+import docker.errors
+from docker.models.containers import Container
+
+from trainstack.console import report
+from trainstack.docker_client import connect
+from trainstack.identity import NODES_KEYS_LABEL
+
+from .errors import NodesError
+from .keys import make_keys, remove_keys, write_hostfile, write_known_hosts
+from .lookup import find_nodes, nodes_containers, nodes_networks
+from .plan import DEFAULT_NODES, HOSTFILE, nodes_plan
+from .specs import network_kwargs, worker_kwargs
+
+LOG_LINES_ON_FAILURE = 8
+# What trainstack-sshd prints at start, and sshd once it listens.
+HOST_KEY_LINE = re.compile(r"^trainstack-sshd: host key (\S+ \S+)", re.MULTILINE)
+LISTENING_LINE = "Server listening on"
+
+
+def up(count: int = 2, image: str | None = None, name: str = DEFAULT_NODES, slots: int = 1,
+       share: str | None = None, timeout: float = 60.0, client: docker.DockerClient | None = None,
+       progress: Callable[[str], None] = report) -> dict[str, Any]:
+    """Start the workers and wait until every one's sshd listens; returns the plan. On any failure (or Ctrl-C)
+    removes everything it made (containers, network, keys) before raising."""
+    plan = nodes_plan(count, image, name, slots)
+    share_dir = _share_dir(share)
+    client = client or connect()
+    _check_image(client, plan["image"])
+    if nodes_containers(client, name) or nodes_networks(client, name):
+        raise NodesError.bad_option("--name", name, "is already up",
+                                    f"another name, or `invoke nodes.down --name {name}` first")
+    keys = make_keys(name)
+    try:
+        client.networks.create(**network_kwargs(plan))
+        for spec in plan["workers"]:
+            client.containers.create(**worker_kwargs(plan, spec, keys, share_dir)).start()
+            progress(f"nodes {name}: started {spec['name']}")
+        host_keys = _wait_until_ready(client, plan, timeout, progress)
+        workers = find_nodes(client, name)
+        names = {worker.name: [worker.name, *filter(None, [workers.address(worker)])] for worker in workers.workers}
+        write_known_hosts(keys, {worker: (names[worker], key) for worker, key in host_keys.items()},
+                          plan["ssh"]["port"])
+        write_hostfile(keys, [spec["name"] for spec in plan["workers"]], slots)
+    except docker.errors.APIError as err:
+        _remove(client, name, keys)
+        raise NodesError(f"nodes {name!r}: docker failed: {err.explanation or err}; removed what was made") from None
+    except BaseException:
+        _remove(client, name, keys)
+        raise
+    return plan
+
+
+def status(name: str = DEFAULT_NODES, client: docker.DockerClient | None = None) -> str:
+    """The cluster's workers (state, address, sshd), and how to run a job on them."""
+    nodes = find_nodes(client or connect(), name)
+    lines = [f"nodes {name}: image {nodes.image}, network {nodes.network} (nothing published on the host), "
+             f"keys in {nodes.keys}", ""]
+    for worker in nodes.workers:
+        ready = "sshd ready" if worker.status == "running" and LISTENING_LINE in _logs(worker) else "sshd not ready"
+        lines.append(f"  {worker.name}  {worker.status}  {nodes.address(worker) or '-'}  {ready}")
+    lines += ["", f"hosts: -H {nodes.hosts} (--hostfile {HOSTFILE} in a launcher of `nodes.run`)",
+              f"run:   invoke nodes.run --name {name} -- trainrun mpi -np {len(nodes.workers) * nodes.slots} "
+              f"-H {nodes.hosts} python /opt/trainstack/examples/horovod_torch_mnist.py"]
+    return "\n".join(lines)
+
+
+def down(name: str = DEFAULT_NODES, client: docker.DockerClient | None = None) -> list[str]:
+    """Remove every container (workers and launchers) and the network labelled with the cluster's name, and its
+    keys; returns what it removed."""
+    return _remove(client or connect(), name)
+
+
+def _remove(client: docker.DockerClient, name: str, keys: Path | None = None) -> list[str]:
+    removed = []
+    folders = {keys} if keys else set()
+    for container in nodes_containers(client, name):
+        if NODES_KEYS_LABEL in container.labels:
+            folders.add(Path(container.labels[NODES_KEYS_LABEL]))
+        try:
+            container.remove(force=True)
+        except docker.errors.NotFound:
+            continue
+        removed.append(container.name)
+    for network in nodes_networks(client, name):
+        try:
+            network.remove()
+        except docker.errors.NotFound:
+            continue
+        removed.append(network.name)
+    for folder in folders:
+        remove_keys(folder)
+    return removed
+
+
+def _share_dir(share: str | None) -> Path | None:
+    if share is None:
+        return None
+    path = Path(share).expanduser().resolve()
+    if not path.is_dir():
+        raise NodesError.bad_option("--share", share, "is not a directory", "a directory on this machine")
+    return path
+
+
+def _check_image(client: docker.DockerClient, image: str) -> None:
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise NodesError.bad_option("--image", image, "is not built", "a built image: `invoke build` makes "
+                                    "trainstack:cpu, `docker images trainstack` lists them") from None
+
+
+def _logs(container: Container) -> str:
+    return container.logs().decode(errors="replace")
+
+
+def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout: float,
+                      progress: Callable[[str], None]) -> dict[str, str]:
+    """Each worker's host key (`TYPE BASE64`), once its sshd listens."""
+    deadline = time.monotonic() + timeout
+    host_keys: dict[str, str] = {}
+    names = [spec["name"] for spec in plan["workers"]]
+    while time.monotonic() < deadline:
+        for container in nodes_containers(client, plan["nodes"], "worker"):
+            if container.status in ("exited", "dead"):
+                raise NodesError(f"nodes {plan['nodes']!r}: worker {container.name} exited with code "
+                                 f"{container.attrs['State']['ExitCode']}; removed the cluster.\n{_log_tail(container)}")
+            logs = _logs(container)
+            found = HOST_KEY_LINE.search(logs)
+            if found and LISTENING_LINE in logs and container.name not in host_keys:
+                host_keys[container.name] = found.group(1)
+        if len(host_keys) == len(names):
+            progress(f"nodes {plan['nodes']}: {len(names)} workers' sshd listening on port {plan['ssh']['port']}")
+            return {name: host_keys[name] for name in names}
+        time.sleep(0.5)
+    waiting = ", ".join(name for name in names if name not in host_keys)
+    logs = "\n".join(_log_tail(container) for container in nodes_containers(client, plan["nodes"], "worker"))
+    raise NodesError(f"nodes {plan['nodes']!r}: sshd not listening after {timeout:.0f}s on {waiting}; "
+                     f"removed the cluster.\n{logs}")
+
+
+def _log_tail(container: Container) -> str:
+    lines = container.logs(tail=LOG_LINES_ON_FAILURE).decode(errors="replace").rstrip()
+    return f"--- last lines of {container.name}:\n{lines}"
