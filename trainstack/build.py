@@ -36,6 +36,7 @@ from trainstack.manifest import (
     setid_problems,
 )
 from trainstack.matrix import REPO_ROOT, Flavor
+from trainstack.published import check_published
 from trainstack.sbom import sbom_problems
 from trainstack.sources import SourceOptions, check_sources
 
@@ -65,6 +66,7 @@ def build_image(
 ) -> BuiltImage:
     """Builds, verifies against the flavor and tags; a build that fails verification is removed untagged."""
     check_sources(flavor, sources)
+    check_published(flavor, sources)
     client = docker_client.connect()
     _ensure_base_image(client, flavor.base_image)
     context = write_build_context(flavor, sources, BUILD_DIR / flavor.name)

@@ -22,6 +22,7 @@ from ...program import Program
 from ...rank.status import STATUS_DIR, write_record, write_start
 from ...validate import key_value
 from .output import LOOPBACK, OutputServer, ReportedExit, is_local_master
+from .stage_failure import describe_stage_failure
 from .task import TaskConfig, run_barrier_task
 
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
@@ -63,7 +64,8 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
                             failure.signal) from None
         if watcher.stopped is not None:
             raise watcher.stopped from None
-        raise JobFailed(1, f"Spark barrier stage failed: {str(err).splitlines()[0]}") from None
+        remote_hosts = {rank: host for rank, host in server.hosts.items() if host != LOOPBACK}
+        raise JobFailed(1, describe_stage_failure(str(err), remote_hosts)) from None
     finally:
         watcher.close()
         server.close()

@@ -61,6 +61,8 @@ class OutputServer:
         self.address = (host, self._sock.getsockname()[1])
         self.failure: ReportedExit | None = None
         self.started: set[int] = set()
+        # The address each rank's task connected from: the host it ran on.
+        self.hosts: dict[int, str] = {}
         self.exits: dict[int, ReportedExit] = {}
         self.refused = 0
         self._on_failure = on_failure
@@ -99,24 +101,25 @@ class OutputServer:
             with conn.makefile("r", encoding="utf-8", errors="replace") as lines:
                 for line in lines:
                     if line.startswith(CONTROL):
-                        self._control(line)
+                        self._control(line, conn)
                     else:
                         with self._lock:
                             sys.stdout.write(line)
                             sys.stdout.flush()
 
-    def _control(self, line: str) -> None:
+    def _control(self, line: str, conn: socket.socket) -> None:
         try:
             if line.startswith(START):
                 rank = int(line[len(START):].split()[0])
                 with self._lock:
                     self.started.add(rank)
+                    self.hosts[rank] = conn.getpeername()[0]
                 if self._on_event:
                     self._on_event("start", rank, None)
             elif line.startswith(EXIT):
                 rank_text, code, sig = line[len(EXIT):].split()[:3]
                 self._record(ReportedExit(int(rank_text), int(code), None if sig == "-" else sig, time.time()))
-        except (ValueError, IndexError):
+        except (ValueError, IndexError, OSError):
             return
 
     def _record(self, ended: ReportedExit) -> None:
