@@ -1,7 +1,7 @@
 """Faults: how `trainrun` ends a job that goes wrong, per scenario and backend.
 
-Scenarios (tests/integration/data/fault_rank.py does the misbehaving; the harness is run_fault in
-tests/integration/launch_helpers.py, which the lifecycle integration tests share):
+Scenarios (tests/support/ranks/fault_rank.py does the misbehaving; the harness is run_fault in
+tests/support/fault_harness.py, which the lifecycle integration and image tests share):
 
   rank-hangs-after-other-exits-0            rank 0 exits 0, rank 1 never exits (--exit-barrier-timeout 5)
   rank-leaves-child-holding-stdout-success  each rank leaves `sleep`s holding its stdout and exits 0
@@ -16,6 +16,12 @@ job still running once it ended (found by TRAINRUN_JOB_ID and by the harness's o
 Target: every row ends within 30 s of the fault (of the exit barrier's end for the hang) with 0 processes left.
 
     python benchmarks/faults.py [--backends torch mpi spark gloo] [--scenarios ...] [--out benchmarks/results/faults.json]
+    python benchmarks/faults.py --image trainstack:cpu --backends gloo    # the same, inside a built image
+
+Rows are keyed SCENARIO/BACKEND, each saying where it ran (this host or the image); a run replaces the rows it
+measured and keeps the file's others. --image runs this script in a container of the image (the repository
+mounted read-only), with the image's own trainrun, Horovod and Spark: the way to measure horovodrun's Gloo
+backend on a host without Horovod.
 """
 from __future__ import annotations
 
@@ -29,11 +35,12 @@ import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests" / "integration"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from launch_helpers import BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
+from fault_harness import BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
 
 TARGET_SECONDS = 30.0
 BACKENDS = ("torch", "mpi", "gloo", "spark")
@@ -74,40 +81,69 @@ def row(backend: str, scenario: str) -> dict:
     }
 
 
+def rows_in_image(image: str, backends: list[str], scenarios: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
+    """Runs this script in a throwaway container of `image`; returns its rows and skipped backends."""
+    from trainstack import docker_client
+
+    with tempfile.TemporaryDirectory(prefix="trainrun-faults-image-") as out_dir:
+        os.chmod(out_dir, 0o777)  # the image's user writes the report
+        command = ["python", "/src/benchmarks/faults.py", "--label", image, "--out", "/out/faults.json",
+                   "--backends", *backends, "--scenarios", *scenarios]
+        create: dict[str, Any] = {"image": image, "command": command, "volumes": {
+            str(ROOT): {"bind": "/src", "mode": "ro"}, out_dir: {"bind": "/out", "mode": "rw"}}}
+        status, output = docker_client.run_container(docker_client.connect(), create, timeout=3600)
+        report_path = Path(out_dir) / "faults.json"
+        if not report_path.exists():
+            raise SystemExit(f"faults.py in {image} exited {status} without a report:\n{output[-3000:]}")
+        print(output, end="")
+        report = json.loads(report_path.read_text())
+    return report["results"], report["skipped_backends"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
     parser.add_argument("--scenarios", nargs="+", default=list(FAULTS), choices=list(FAULTS))
     parser.add_argument("--label", default=platform.node(), help="where this ran, for the results file")
     parser.add_argument("--note", dest="notes", action="append", default=[])
+    parser.add_argument("--image", help="run the scenarios inside this built image instead of on this host")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faults.json"))
     args = parser.parse_args()
-    os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
-    results: dict[str, dict] = {}
-    skipped: dict[str, str] = {}
-    for backend in args.backends:
-        reason = missing(backend)
-        if reason:
-            skipped[backend] = reason
-            continue
-        for scenario in args.scenarios:
-            results[f"{scenario}/{backend}"] = result = row(backend, scenario)
-            print(f"{scenario:42} {backend:6} exit {result['exit_code']!s:>4}  "
-                  f"{result['seconds_to_exit_after_fault']!s:>6} s  left {result['processes_left']}  "
-                  f"{'ok' if result['met'] else 'MISSED'}", flush=True)
+    measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    if args.image:
+        results, skipped = rows_in_image(args.image, args.backends, args.scenarios)
+    else:
+        results, skipped = {}, {}
+        os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+        for backend in args.backends:
+            reason = missing(backend)
+            if reason:
+                skipped[backend] = reason
+                continue
+            for scenario in args.scenarios:
+                results[f"{scenario}/{backend}"] = result = {
+                    "ran_in": args.label, "measured_at": measured_at, **row(backend, scenario)}
+                print(f"{scenario:42} {backend:6} exit {result['exit_code']!s:>4}  "
+                      f"{result['seconds_to_exit_after_fault']!s:>6} s  left {result['processes_left']}  "
+                      f"{'ok' if result['met'] else 'MISSED'}", flush=True)
+    out = Path(args.out)
+    earlier = json.loads(out.read_text()) if out.exists() else {}
+    results = {**earlier.get("results", {}), **results}
+    skipped = {backend: reason for backend, reason in {**earlier.get("skipped_backends", {}), **skipped}.items()
+               if not any(key.endswith(f"/{backend}") for key in results)}
     report = {
         "benchmark": "faults: scenario x backend -> exit code, seconds to exit after the fault, processes left",
         "target": {"seconds_after_fault_at_most": TARGET_SECONDS, "exit_barrier_timeout": BARRIER_SECONDS,
                    "processes_left": 0, "met": all(r["met"] for r in results.values())},
-        "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "host": {"label": args.label, "cpus": os.cpu_count(), "python": platform.python_version()},
-        "notes": args.notes,
+        "measured_at": measured_at,
+        "host": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "notes": args.notes or earlier.get("notes", []),
         "skipped_backends": skipped,
-        "results": results,
+        "results": dict(sorted(results.items())),
     }
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
-    print(f"wrote {args.out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print(f"wrote {out}")
     return 0 if report["target"]["met"] else 1
 
 

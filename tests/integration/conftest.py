@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 import pytest
+from fault_harness import trainrun_env
 from launch_helpers import (
     CPU_POOL_TEMPLATE,
     SCRIPTS,
@@ -12,7 +13,6 @@ from launch_helpers import (
     mpi_collective,
     read_reports,
     run_trainrun,
-    trainrun_env,
 )
 
 

@@ -1,24 +1,20 @@
-"""Helpers for real launches on this host: run trainrun, read what ranks reported, scan for leftovers."""
+"""Helpers for real launches on this host: run trainrun, read what ranks reported, scan for leftovers (the
+lifecycle fault harness they share with benchmarks/faults.py is tests/support/fault_harness.py)."""
 from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
 import time
-import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import psutil
 import pytest
+from fault_harness import MARK, tagged_processes, trainrun_argv
 
 SCRIPTS = Path(__file__).parents[1] / "support" / "ranks"
 CPU_POOL_TEMPLATE = Path(__file__).parent / "data" / "cpu-pool.yaml"
-MARK = "TRAINRUN_TEST_MARK"
 
 
 def requires(*, mpirun: bool = False, torch: bool = False, spark: bool = False) -> pytest.MarkDecorator:
@@ -51,19 +47,6 @@ class Launch:
     mark: str
 
 
-def trainrun_env(report_dir: Path, **extra: str) -> dict[str, str]:
-    env = {**os.environ, "REPORT_DIR": str(report_dir), MARK: uuid.uuid4().hex, "PYTHONUNBUFFERED": "1",
-           "OMP_NUM_THREADS": "1", "SPARK_WORKER_DIR": str(report_dir / "spark-work"),
-           # Short-lived test JVMs start faster with the client compiler alone and a serial GC.
-           "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
-    env.update(extra)
-    return env
-
-
-def trainrun_argv(*args: str) -> list[str]:
-    return [sys.executable, "-m", "trainrun", *args]
-
-
 def run_trainrun(args: list[str], env: dict[str, str], timeout: float = 240) -> Launch:
     started = time.monotonic()
     proc = subprocess.run(trainrun_argv(*args), env=env, capture_output=True, text=True, timeout=timeout)
@@ -76,143 +59,4 @@ def read_reports(report_dir: Path) -> dict[int, dict]:
 
 def leftover_processes(mark: str) -> list[str]:
     """Processes still alive that were started for the launch carrying `mark`."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.pid != os.getpid() and proc.environ().get(MARK) == mark and proc.status() != "zombie":
-                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def wait_for_files(directory: Path, pattern: str, count: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while len(list(directory.glob(pattern))) < count:
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{count} {pattern} files did not appear in {directory} within {timeout}s")
-        time.sleep(0.1)
-
-
-# Lifecycle faults (tests/integration/test_lifecycle.py and benchmarks/faults.py share this harness).
-FAULT_RANK = Path(__file__).parent / "data" / "fault_rank.py"
-JOB_ID = "TRAINRUN_JOB_ID"
-FAULT_BACKENDS = {
-    "torch": ["torch", "--nproc-per-node", "2", "--", str(FAULT_RANK)],
-    "mpi": ["mpi", "-np", "2", "--", sys.executable, str(FAULT_RANK)],
-    "gloo": ["mpi", "--gloo", "-np", "2", "--", sys.executable, str(FAULT_RANK)],
-    "spark": ["spark", "--master", "local[2]", "--num-processes", "2", "--", str(FAULT_RANK)],
-}
-# Seconds from trainrun's start by which both ranks have surely started, per backend (Spark starts a JVM).
-RANKS_STARTED_BY = {"torch": 8.0, "mpi": 5.0, "gloo": 8.0, "spark": 40.0}
-BARRIER_SECONDS = 5.0
-
-
-@dataclass(frozen=True)
-class Fault:
-    """FAULT for fault_rank.py, trainrun options, what the harness does to the running job, the exit code and
-    message trainrun should give."""
-    fault: str
-    options: tuple[str, ...] = ()
-    kill: str | None = None  # "rank" (SIGKILL rank 1) or "trainrun" (SIGKILL trainrun) once both ranks run
-    exit_code: int = 0
-    message: str | None = None
-
-
-FAULTS = {
-    "rank-hangs-after-other-exits-0": Fault(
-        "hang", ("--exit-barrier-timeout", str(BARRIER_SECONDS)), exit_code=124,
-        message="rank 1 did not exit within --exit-barrier-timeout 5s of rank 0 exiting 0"),
-    "rank-leaves-child-holding-stdout-success": Fault("leave-child", exit_code=0),
-    "rank-leaves-child-holding-stdout-failure": Fault("leave-child-fail", exit_code=3,
-                                                      message="rank 1 exited with code 3"),
-    "rank-killed-by-sigkill": Fault("wait", kill="rank", exit_code=137, message="rank 1 was killed by SIGKILL"),
-    "trainrun-sigkilled": Fault("wait", kill="trainrun", exit_code=-9),
-    "rank-fails-then-timeout": Fault("fail-ignore-term", exit_code=3, message="rank 1 exited with code 3"),
-}
-
-
-@dataclass
-class FaultRun:
-    backend: str
-    scenario: str
-    exit_code: int | None  # None: trainrun did not end within the harness's limit
-    stderr: str
-    fault_at: float | None  # time.time() of the fault: rank 0's exit, the kill, rank 1's failure
-    ended_at: float  # when trainrun exited (trainrun-sigkilled: when no process of the job was left)
-    left: list[str]  # processes of the job still running when trainrun had exited
-    left_dirs: list[str]  # the job's directories still there
-    job_id: str
-
-    @property
-    def seconds_after_fault(self) -> float | None:
-        return None if self.fault_at is None else round(self.ended_at - self.fault_at, 2)
-
-
-def tagged_processes(name: str, value: str) -> list[str]:
-    """Running processes (zombies excluded) whose environment holds NAME=VALUE."""
-    found = []
-    for proc in psutil.process_iter(["pid", "cmdline"]):
-        try:
-            if proc.pid != os.getpid() and value and proc.environ().get(name) == value and \
-                    proc.status() != psutil.STATUS_ZOMBIE:
-                found.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])}")
-        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-            continue
-    return found
-
-
-def _read_float(path: Path) -> float | None:
-    try:
-        return float(path.read_text())
-    except (OSError, ValueError):
-        return None
-
-
-def run_fault(backend: str, scenario: str, report_dir: Path, limit: float = 240) -> FaultRun:
-    """Run fault_rank.py under `trainrun BACKEND` with the scenario's fault; trainrun's output goes to files, so
-    a leftover holding it cannot hold the harness."""
-    fault = FAULTS[scenario]
-    args = FAULT_BACKENDS[backend]
-    env = trainrun_env(report_dir, FAULT=fault.fault)
-    options = list(fault.options)
-    started = time.time()
-    if scenario == "rank-fails-then-timeout":
-        # Rank 1 fails shortly before --timeout fires, while rank 0 (ignoring SIGTERM) keeps the launcher busy.
-        timeout = RANKS_STARTED_BY[backend] + 2
-        options += ["--timeout", f"{timeout:g}"]
-        env["FAIL_AT"] = repr(started + timeout - 1.5)
-    out_path, err_path = report_dir / "trainrun.out", report_dir / "trainrun.err"
-    with open(out_path, "wb") as out, open(err_path, "wb") as err:
-        proc = subprocess.Popen(trainrun_argv(args[0], *options, *args[1:]), env=env, stdout=out, stderr=err)
-    fault_at = None
-    try:
-        if fault.kill:
-            wait_for_files(report_dir, "pid-*", 2, timeout=RANKS_STARTED_BY[backend] * 3)
-            victim = proc.pid if fault.kill == "trainrun" else int((report_dir / "pid-1").read_text())
-            fault_at = time.time()
-            os.kill(victim, signal.SIGKILL)
-        code = proc.wait(timeout=limit)
-    except subprocess.TimeoutExpired:
-        code = None
-        proc.kill()
-        proc.wait()
-    ended_at = time.time()
-    job_id = (report_dir / "job-id").read_text() if (report_dir / "job-id").exists() else ""
-    if fault.kill == "trainrun":
-        # trainrun is gone at once; its watchdog takes the job down: the time until nothing of it runs counts.
-        deadline = time.monotonic() + 60
-        while (tagged_processes(JOB_ID, job_id) or tagged_processes(MARK, env[MARK])) and \
-                time.monotonic() < deadline:
-            time.sleep(0.1)
-        ended_at = time.time()
-    elif fault.fault == "hang":
-        fault_at = _read_float(report_dir / "exited-0")
-    elif fault.fault in ("leave-child-fail", "fail-ignore-term"):
-        fault_at = _read_float(report_dir / "exited-1")
-    elif fault.fault == "leave-child":
-        fault_at = max(filter(None, (_read_float(report_dir / f"exited-{r}") for r in (0, 1))), default=None)
-    left = sorted(set(tagged_processes(JOB_ID, job_id)) | set(tagged_processes(MARK, env[MARK])))
-    dirs = {line for path in report_dir.glob("dirs-*") for line in path.read_text().splitlines() if line}
-    return FaultRun(backend, scenario, code, err_path.read_text(errors="replace"), fault_at, ended_at, left,
-                    sorted(d for d in dirs if os.path.exists(d)), job_id)
+    return tagged_processes(MARK, mark)

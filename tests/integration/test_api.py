@@ -4,7 +4,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from launch_helpers import MARK, SCRIPTS, leftover_processes, read_reports, requires
+from fault_harness import MARK
+from launch_helpers import SCRIPTS, leftover_processes, read_reports, requires
 
 import trainrun
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from launch_helpers import run_trainrun, trainrun_env
+from fault_harness import trainrun_env
+from launch_helpers import run_trainrun
 
 pytestmark = pytest.mark.timeout(120)
 

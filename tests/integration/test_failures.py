@@ -10,15 +10,8 @@ import time
 
 import psutil
 import pytest
-from launch_helpers import (
-    SCRIPTS,
-    leftover_processes,
-    requires,
-    run_trainrun,
-    trainrun_argv,
-    trainrun_env,
-    wait_for_files,
-)
+from fault_harness import trainrun_argv, trainrun_env, wait_for_files
+from launch_helpers import SCRIPTS, leftover_processes, requires, run_trainrun
 
 pytestmark = pytest.mark.timeout(300)
 

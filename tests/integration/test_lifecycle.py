@@ -13,17 +13,17 @@ import time
 
 import psutil
 import pytest
-from launch_helpers import (
+from fault_harness import (
     BARRIER_SECONDS,
     FAULTS,
     MARK,
-    requires,
     run_fault,
     tagged_processes,
     trainrun_argv,
     trainrun_env,
     wait_for_files,
 )
+from launch_helpers import requires
 
 from trainrun.backends.spark.output import EXIT
 from trainrun.proctree import job_temp_dirs

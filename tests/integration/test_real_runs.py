@@ -7,13 +7,8 @@ import shutil
 import subprocess
 
 import pytest
-from launch_helpers import (
-    CPU_POOL_TEMPLATE,
-    has_pooltemplates,
-    requires,
-    run_trainrun,
-    trainrun_env,
-)
+from fault_harness import trainrun_env
+from launch_helpers import CPU_POOL_TEMPLATE, has_pooltemplates, requires, run_trainrun
 
 pytestmark = pytest.mark.timeout(400)
 
