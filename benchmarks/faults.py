@@ -9,6 +9,7 @@ tests/support/fault_harness.py, which the lifecycle integration and image tests 
   rank-killed-by-sigkill                    the harness SIGKILLs rank 1's process
   trainrun-sigkilled                        the harness SIGKILLs trainrun itself
   rank-fails-then-timeout                   rank 1 exits 3 just before --timeout, rank 0 ignores SIGTERM
+  worker-killed (pool only)                 `docker kill` of the pool worker under rank 1 while both ranks run
 
 For each: trainrun's exit code, the seconds from the fault (rank 0's exit, the kill, rank 1's failure) to the
 job's end (trainrun's exit; for trainrun-sigkilled, until no process of the job runs), and the processes of the
@@ -17,23 +18,32 @@ Target: every row ends within 30 s of the fault (of the exit barrier's end for t
 
     python benchmarks/faults.py [--backends torch mpi spark gloo] [--scenarios ...] [--out benchmarks/results/faults.json]
     python benchmarks/faults.py --image trainstack:cpu --backends gloo    # the same, inside a built image
+    python benchmarks/faults.py --pool trainstack:cpu                     # worker-killed on a local pool
 
 Rows are keyed SCENARIO/BACKEND, each saying where it ran (this host or the image); a run replaces the rows it
 measured and keeps the file's others. --image runs this script in a container of the image (the repository
 mounted read-only), with the image's own trainrun, Horovod and Spark: the way to measure horovodrun's Gloo
-backend on a host without Horovod.
+backend on a host without Horovod. --pool starts a pool of the image (master and 2 workers), runs a 2-rank
+`trainrun spark` job on it through pool.submit, kills the second worker's container and counts the job's
+processes left in the pool's other containers, then takes the pool down and counts what of it is left.
 """
 from __future__ import annotations
 
 import argparse
 import datetime
 import importlib.util
+import io
 import json
 import os
 import platform
+import re
 import shutil
+import socket
 import sys
 import tempfile
+import threading
+import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +110,59 @@ def rows_in_image(image: str, backends: list[str], scenarios: list[str]) -> tupl
     return report["results"], report["skipped_backends"]
 
 
+def pool_worker_killed_row(image: str) -> dict:
+    # trainstack is host tooling; this script also runs inside the image (--image), where it is absent.
+    from trainstack import docker_client
+    from trainstack import localpool as pool
+    from trainstack.identity import POOL_LABEL
+
+    client = docker_client.connect()
+    name = f"faults-{uuid.uuid4().hex[:6]}"
+    plan = pool.up(workers=2, image=image, name=name, share=str(ROOT / "tests" / "image" / "units"), client=client,
+                   master_port=_free_port(), ui_port=_free_port(), progress=lambda line: None)
+    out, result = io.StringIO(), []
+    command = ["trainrun", "spark", "--master", plan["master_url"]["network"], "--num-processes", "2",
+               "--template", "local-pool", "--set", "gpu.per_task=1", "--conf", "spark.task.maxFailures=1",
+               "--conf", "spark.stage.maxConsecutiveAttempts=1", "--", "/job/pool_rank.py", "--hold", "600"]
+    try:
+        job = threading.Thread(target=lambda: result.append(pool.submit(command, name, client, out)), daemon=True)
+        job.start()
+        deadline = time.monotonic() + 300
+        while len(re.findall(r"pool rank \d holding", out.getvalue())) < 2:
+            if time.monotonic() > deadline or not job.is_alive():
+                raise SystemExit(f"pool job did not start both ranks:\n{out.getvalue()[-3000:]}")
+            time.sleep(0.2)
+        client.containers.get(f"{name}-worker-2").kill()
+        killed = time.monotonic()
+        job.join(timeout=300)
+        seconds = round(time.monotonic() - killed, 2) if not job.is_alive() else None
+        left = [f"{container.name}: {' '.join(process[-1:])}"
+                for container in client.containers.list(filters={"label": f"{POOL_LABEL}={name}"})
+                for process in container.top()["Processes"] if "pool_rank.py" in process[-1]]
+    finally:
+        pool.down(name, client=client)
+    pool_left = [item.name for item in (*client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"}),
+                                         *client.networks.list(filters={"label": f"{POOL_LABEL}={name}"}))]
+    message = next((line for line in reversed(out.getvalue().splitlines()) if line.startswith("trainrun: ")), None)
+    return {
+        "exit_code": result[0] if result else None,
+        "expected_exit_code": 1,
+        "seconds_to_exit_after_fault": seconds,
+        "processes_left": len(left),
+        "processes_left_detail": left,
+        "pool_left_after_down": pool_left,
+        "trainrun_message": message,
+        "met": bool(result) and result[0] == 1 and seconds is not None and seconds < TARGET_SECONDS and not left
+        and not pool_left,
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), choices=BACKENDS)
@@ -107,10 +170,15 @@ def main() -> int:
     parser.add_argument("--label", default=platform.node(), help="where this ran, for the results file")
     parser.add_argument("--note", dest="notes", action="append", default=[])
     parser.add_argument("--image", help="run the scenarios inside this built image instead of on this host")
+    parser.add_argument("--pool", metavar="IMAGE", help="instead: the worker-killed scenario on a local pool of IMAGE")
     parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faults.json"))
     args = parser.parse_args()
     measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    if args.image:
+    if args.pool:
+        results, skipped = {"worker-killed/pool": {"ran_in": f"local pool of {args.pool}", "measured_at": measured_at,
+                                                   **pool_worker_killed_row(args.pool)}}, {}
+        print(json.dumps(results, indent=2))
+    elif args.image:
         results, skipped = rows_in_image(args.image, args.backends, args.scenarios)
     else:
         results, skipped = {}, {}
