@@ -143,7 +143,8 @@ def pool_worker_killed_row(image: str) -> dict:
         pool.down(name, client=client)
     pool_left = [item.name for item in (*client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"}),
                                          *client.networks.list(filters={"label": f"{POOL_LABEL}={name}"}))]
-    message = next((line for line in reversed(out.getvalue().splitlines()) if line.startswith("trainrun: ")), None)
+    # The driver's reason, then the runner's summary line.
+    message = " | ".join(line for line in out.getvalue().splitlines() if line.startswith("trainrun: ")) or None
     return {
         "exit_code": result[0] if result else None,
         "expected_exit_code": 1,
