@@ -3,7 +3,8 @@ throwaway container runs: create, start, output returned or streamed, always rem
 from __future__ import annotations
 
 import codecs
-from typing import Any, TextIO
+from pathlib import Path
+from typing import Any, Callable, TextIO
 
 import docker
 import docker.errors
@@ -57,3 +58,26 @@ def run_container(client: docker.DockerClient, create: dict[str, Any], out: Text
 def run_in_image(client: docker.DockerClient, image: str, command: list[str], timeout: int = 300) -> tuple[int, str]:
     """Runs a command in a throwaway container of `image`; returns (exit code, combined output)."""
     return run_container(client, {"image": image, "command": command}, timeout=timeout)
+
+
+# How pool.up and nodes.up refuse an option: their error type's bad_option(option, value, rule, valid).
+BadOption = Callable[[str, Any, str, str], TrainstackError]
+
+
+def require_built_image(client: docker.DockerClient, image: str, bad_option: BadOption) -> None:
+    """Refuses --image when this engine has no such image (nothing is pulled)."""
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        raise bad_option("--image", image, "is not built", "a built image: `invoke build` makes "
+                         "trainstack:cpu, `docker images trainstack` lists them") from None
+
+
+def share_directory(share: str | None, bad_option: BadOption) -> Path | None:
+    """The absolute directory --share names, to mount into containers; refused when it is not a directory."""
+    if share is None:
+        return None
+    path = Path(share).expanduser().resolve()
+    if not path.is_dir():
+        raise bad_option("--share", share, "is not a directory", "a directory on this machine")
+    return path

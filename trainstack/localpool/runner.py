@@ -12,7 +12,7 @@ from docker.models.containers import Container
 
 from trainrun.machine import pick_free_port
 from trainstack.console import report
-from trainstack.docker_client import connect
+from trainstack.docker_client import connect, require_built_image, share_directory
 from trainstack.identity import POOL_CONF_LABEL
 
 from .errors import PoolError
@@ -35,9 +35,9 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
     On any failure (or Ctrl-C) removes everything it created before raising. `progress` gets a line per step.
     """
     plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port)
-    share_dir = _share_dir(share)
+    share_dir = share_directory(share, PoolError.bad_option)
     client = client or connect()
-    _check_image(client, plan["image"])
+    require_built_image(client, plan["image"], PoolError.bad_option)
     if pool_containers(client, name) or pool_networks(client, name):
         raise PoolError.bad_option("--name", name, "is already up",
                                    f"another name, or `invoke pool.down --name {name}` first")
@@ -107,23 +107,6 @@ def _remove(client: docker.DockerClient, name: str) -> list[str]:
                        if POOL_CONF_LABEL in container.labels}:
         remove_pool_conf(Path(spark_conf))
     return removed
-
-
-def _share_dir(share: str | None) -> Path | None:
-    if share is None:
-        return None
-    path = Path(share).expanduser().resolve()
-    if not path.is_dir():
-        raise PoolError.bad_option("--share", share, "is not a directory", "a directory on this machine")
-    return path
-
-
-def _check_image(client: docker.DockerClient, image: str) -> None:
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise PoolError.bad_option("--image", image, "is not built", "a built image: `invoke build` makes "
-                                   "trainstack:cpu, `docker images trainstack` lists them") from None
 
 
 def _check_port_free(option: str, port: int) -> None:

@@ -12,7 +12,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from trainstack.console import report
-from trainstack.docker_client import connect
+from trainstack.docker_client import connect, require_built_image, share_directory
 from trainstack.identity import NODES_KEYS_LABEL
 
 from .errors import NodesError
@@ -33,9 +33,9 @@ def up(count: int = 2, image: str | None = None, name: str = DEFAULT_NODES, slot
     """Start the workers and wait until every one's sshd listens; returns the plan. On any failure (or Ctrl-C)
     removes everything it made (containers, network, keys) before raising."""
     plan = nodes_plan(count, image, name, slots)
-    share_dir = _share_dir(share)
+    share_dir = share_directory(share, NodesError.bad_option)
     client = client or connect()
-    _check_image(client, plan["image"])
+    require_built_image(client, plan["image"], NodesError.bad_option)
     if nodes_containers(client, name) or nodes_networks(client, name):
         raise NodesError.bad_option("--name", name, "is already up",
                                     f"another name, or `invoke nodes.down --name {name}` first")
@@ -100,23 +100,6 @@ def _remove(client: docker.DockerClient, name: str, keys: Path | None = None) ->
     for folder in folders:
         remove_keys(folder)
     return removed
-
-
-def _share_dir(share: str | None) -> Path | None:
-    if share is None:
-        return None
-    path = Path(share).expanduser().resolve()
-    if not path.is_dir():
-        raise NodesError.bad_option("--share", share, "is not a directory", "a directory on this machine")
-    return path
-
-
-def _check_image(client: docker.DockerClient, image: str) -> None:
-    try:
-        client.images.get(image)
-    except docker.errors.ImageNotFound:
-        raise NodesError.bad_option("--image", image, "is not built", "a built image: `invoke build` makes "
-                                    "trainstack:cpu, `docker images trainstack` lists them") from None
 
 
 def _logs(container: Container) -> str:
