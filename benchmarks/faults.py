@@ -38,7 +38,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import sys
 import tempfile
 import threading
@@ -112,6 +111,7 @@ def rows_in_image(image: str, backends: list[str], scenarios: list[str]) -> tupl
 
 def pool_worker_killed_row(image: str) -> dict:
     # trainstack is host tooling; this script also runs inside the image (--image), where it is absent.
+    from trainrun.machine import pick_free_port
     from trainstack import docker_client
     from trainstack import localpool as pool
     from trainstack.identity import POOL_LABEL
@@ -119,7 +119,8 @@ def pool_worker_killed_row(image: str) -> dict:
     client = docker_client.connect()
     name = f"faults-{uuid.uuid4().hex[:6]}"
     plan = pool.up(workers=2, image=image, name=name, share=str(ROOT / "tests" / "image" / "units"), client=client,
-                   master_port=_free_port(), ui_port=_free_port(), progress=lambda line: None)
+                   master_port=pick_free_port("127.0.0.1"), ui_port=pick_free_port("127.0.0.1"),
+                   progress=lambda line: None)
     out, result = io.StringIO(), []
     command = ["trainrun", "spark", "--master", plan["master_url"]["network"], "--num-processes", "2",
                "--template", "local-pool", "--set", "gpu.per_task=1", "--conf", "spark.task.maxFailures=1",
@@ -156,12 +157,6 @@ def pool_worker_killed_row(image: str) -> dict:
         "met": bool(result) and result[0] == 1 and seconds is not None and seconds < TARGET_SECONDS and not left
         and not pool_left,
     }
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def main() -> int:

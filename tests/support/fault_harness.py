@@ -14,6 +14,8 @@ from pathlib import Path
 
 import psutil
 
+from trainrun.proctree import JOB_ID
+
 MARK = "TRAINRUN_TEST_MARK"
 
 
@@ -38,9 +40,7 @@ def wait_for_files(directory: Path, pattern: str, count: int, timeout: float) ->
         time.sleep(0.1)
 
 
-# Lifecycle faults (tests/integration/test_lifecycle.py and benchmarks/faults.py share this harness).
 FAULT_RANK = Path(__file__).parent / "ranks" / "fault_rank.py"
-JOB_ID = "TRAINRUN_JOB_ID"
 FAULT_BACKENDS = {
     "torch": ["torch", "--nproc-per-node", "2", "--", str(FAULT_RANK)],
     "mpi": ["mpi", "-np", "2", "--", sys.executable, str(FAULT_RANK)],
