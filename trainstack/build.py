@@ -25,6 +25,7 @@ from trainstack.identity import (
     SBOM_PATH,
     image_reference,
     image_tags,
+    site_packages,
 )
 from trainstack.manifest import (
     HOROVOD_MODULES,
@@ -43,6 +44,7 @@ from trainstack.sources import SourceOptions, check_sources
 BUILD_DIR = REPO_ROOT / "build"
 # images/scripts/check_cuda_stack.py, run in GPU images as their user.
 CUDA_STACK_CHECK = ["python", f"{IMAGE_SCRIPTS_DIR}/check_cuda_stack.py"]
+SLIM_SCRIPT = f"{IMAGE_SCRIPTS_DIR}/slim_site_packages.py"
 # Docker keeps these predefined build args out of `docker history`.
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 # A builder script's one-line explanation; the daemon colours stderr with ANSI escapes.
@@ -100,6 +102,9 @@ def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dic
     progress("verify: no setuid/setgid files")
     problems += setid_problems(*docker_client.run_container(
         client, {"image": image, "command": SETID_FIND, "user": "root"}, timeout=300))
+    if flavor.prune:
+        progress("verify: no file the matrix prunes")
+        problems += _pruned_file_problems(client, image, flavor)
     progress("verify: pip check")
     _, pip_check_output = docker_client.run_in_image(client, image, ["pip", "check"])
     problems += pip_check_problems(flavor, pip_check_output)
@@ -109,6 +114,13 @@ def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dic
     if problems:
         raise TrainstackError("verify: the image does not match the matrix:\n  " + "\n  ".join(problems))
     return manifest
+
+
+def _pruned_file_problems(client: docker.DockerClient, image: str, flavor: Flavor) -> list[str]:
+    command = ["python", SLIM_SCRIPT, "--check", site_packages(flavor),
+               *(argument for glob in flavor.prune_globs for argument in ("--prune", glob))]
+    status, output = docker_client.run_in_image(client, image, command)
+    return [] if status == 0 else [output.strip().splitlines()[-1].removeprefix("error: ")]
 
 
 def _import_problems(client: docker.DockerClient, image: str, flavor: Flavor) -> list[str]:

@@ -96,6 +96,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "horovod_build_env": horovod_build_env(flavor),
         "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
+        "site_packages": site_packages(flavor),
+        "prune_globs": flavor.prune_globs,
         "runtime_env": runtime_env(),
         "venv": identity.VENV_DIR,
         "local_package_dirs": identity.LOCAL_PACKAGE_DIRS,

@@ -51,6 +51,8 @@ class Flavor:
     components: dict[str, dict[str, Any]]
     python_packages: dict[str, str]
     no_deps_packages: frozenset[str] = frozenset()
+    # {"glob": ..., "reason": ...} entries: files the builder deletes from site-packages.
+    prune: tuple[dict[str, str], ...] = ()
 
     @property
     def gpu(self) -> bool:
@@ -67,8 +69,15 @@ class Flavor:
         """The flavor as it is written in the matrix (what the schema checks)."""
         packages = {name: {"version": version, "no_deps": True} if name in self.no_deps_packages else version
                     for name, version in self.python_packages.items()}
-        return {"description": self.description, "base_image": self.base_image,
+        data = {"description": self.description, "base_image": self.base_image,
                 "components": copy.deepcopy(self.components), "python_packages": packages}
+        if self.prune:
+            data["prune"] = [dict(entry) for entry in self.prune]
+        return data
+
+    @property
+    def prune_globs(self) -> list[str]:
+        return [entry["glob"] for entry in self.prune]
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,8 @@ def _flavor(name: str, spec: dict[str, Any]) -> Flavor:
         python_packages={key: _package_version(value) for key, value in packages.items()},
         no_deps_packages=frozenset(key for key, value in packages.items()
                                    if isinstance(value, dict) and value.get("no_deps")),
+        prune=tuple({"glob": entry["glob"], "reason": " ".join(entry["reason"].split())}
+                    for entry in spec.get("prune", [])),
     )
 
 

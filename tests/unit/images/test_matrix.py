@@ -4,7 +4,7 @@ import pytest
 
 from pooltemplates import TemplateError
 from trainstack.dockerfile import render_dockerfile
-from trainstack.matrix import PATCHES_DIR, MatrixError, load_matrix, parse_overrides
+from trainstack.matrix import MATRIX_PATH, PATCHES_DIR, MatrixError, load_matrix, parse_overrides
 
 PATCHES = ", ".join(sorted(path.name for path in PATCHES_DIR.glob("*.patch")))
 
@@ -160,3 +160,19 @@ def test_matrix_words_in_run_lines_are_quoted_by_construction(matrix):
     assert "/tmp/build/patches/'$(echo INJ).patch'" in dockerfile
     shell_lines = [line for line in dockerfile.splitlines() if not line.startswith("LABEL ")]
     assert all("INJ" not in line for line in shell_lines if "'" not in line)
+
+
+@pytest.mark.parametrize("glob", ["../../etc/passwd", "/opt/venv/lib", "nvidia/../../x", "a b", "x;rm -rf /"])
+def test_a_prune_glob_must_stay_inside_site_packages(tmp_path, glob):
+    text = MATRIX_PATH.read_text().replace('glob: "cuda/**/*.cpp"', f"glob: {glob!r}", 1)
+    assert text != MATRIX_PATH.read_text()
+    broken = tmp_path / "matrix.yaml"
+    broken.write_text(text)
+    with pytest.raises(MatrixError, match=r"flavors\.gpu\.prune\.2\.glob"):
+        load_matrix(broken)
+
+
+def test_every_prune_entry_says_why(matrix):
+    for flavor in matrix.flavors.values():
+        for entry in flavor.prune:
+            assert len(entry["reason"]) > 20, entry
