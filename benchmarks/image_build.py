@@ -20,7 +20,7 @@ from pathlib import Path
 from trainstack import docker_client
 from trainstack.build import BUILD_DIR, run_build
 from trainstack.build_context import write_build_context
-from trainstack.identity import flavor_image
+from trainstack.identity import flavor_image, site_packages
 from trainstack.matrix import load_matrix
 from trainstack.sources import SourceOptions
 
@@ -50,7 +50,21 @@ def measure_size(flavor: str) -> dict:
         "target_gb": SIZE_TARGETS_GB[flavor],
         "meets_target": size_gb <= SIZE_TARGETS_GB[flavor],
         "largest_layers": [{"size_gb": round(l["Size"] / 1e9, 3), "created_by": l["CreatedBy"][-120:]} for l in largest],
+        "largest_in_site_packages_gb": _largest_in_site_packages(client, image.id, _flavor(flavor)),
     }
+
+
+def _largest_in_site_packages(client, image_id: str, flavor) -> dict[str, float]:
+    """The ten largest folders of site-packages, nvidia/ split by wheel (du counts each file once, so nvidia/*/ first)."""
+    command = ["sh", "-c", f"cd {site_packages(flavor)} && du -s --block-size=1 nvidia/*/ */ 2>/dev/null"]
+    _, output = docker_client.run_in_image(client, image_id, command)
+    sizes = {}
+    for line in output.splitlines():
+        size, _, folder = line.partition("\t")
+        if size.isdigit() and folder.rstrip("/") != "nvidia":
+            sizes[folder.rstrip("/")] = int(size)
+    largest = sorted(sizes.items(), key=lambda item: item[1], reverse=True)[:10]
+    return {folder: round(size / 1e9, 3) for folder, size in largest}
 
 
 def _timed_build(flavor_name: str, no_cache: bool, touch_launcher: bool) -> float:
