@@ -22,16 +22,11 @@ from trainstack.build import BUILD_DIR, run_build
 from trainstack.build_context import write_build_context
 from trainstack.identity import flavor_image, site_packages
 from trainstack.matrix import load_matrix
-from trainstack.sources import SourceOptions
+from trainstack.sources import sources_for
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
 SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 8.0, "gpu-cu13": 10.0}
 WARM_REBUILD_TARGET_S = 60.0
-
-
-def _sources() -> SourceOptions:
-    ca, wheels = os.environ.get("TRAINSTACK_CA_BUNDLE"), os.environ.get("TRAINSTACK_WHEELHOUSE")
-    return SourceOptions(ca_bundle=Path(ca) if ca else None, wheelhouse=Path(wheels) if wheels else None)
 
 
 def _flavor(name: str):
@@ -69,7 +64,7 @@ def _largest_in_site_packages(client, image_id: str, flavor) -> dict[str, float]
 
 def _timed_build(flavor_name: str, no_cache: bool, touch_launcher: bool) -> float:
     flavor = _flavor(flavor_name)
-    context = write_build_context(flavor, _sources(), BUILD_DIR / f"bench-{flavor.name}")
+    context = write_build_context(flavor, sources_for(flavor), BUILD_DIR / f"bench-{flavor.name}")
     if touch_launcher:
         (context / "launcher" / "BENCHMARK_CHANGE").write_text(str(time.time()))
     client = docker_client.connect()

@@ -2,16 +2,21 @@
 step; none of it reaches the final image."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
+from trainstack.console import report
 from trainstack.errors import TrainstackError
 from trainstack.matrix import Flavor
 
 BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
+# Machine-wide defaults for builds (./dev writes them to .trainstack.env).
+CA_BUNDLE_VARIABLE = "TRAINSTACK_CA_BUNDLE"
+WHEELHOUSE_VARIABLE = "TRAINSTACK_WHEELHOUSE"
 
 
 @dataclass(frozen=True)
@@ -22,6 +27,29 @@ class SourceOptions:
     wheelhouse: Path | None = None
     index_url: str | None = None
     extra_index_urls: list[str] = field(default_factory=list)
+
+
+def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | None = None,
+                index_url: str | None = None, extra_index_urls: list[str] | None = None) -> SourceOptions:
+    """Build options given on the command line, else from $TRAINSTACK_CA_BUNDLE and $TRAINSTACK_WHEELHOUSE.
+
+    A wheelhouse from the environment that holds another build of torch than a GPU flavor's (this machine's
+    /opt/wheels holds the CPU torch) is left out for that flavor, saying so; given as an option, it is refused.
+    """
+    ca_bundle = ca_bundle or os.environ.get(CA_BUNDLE_VARIABLE)
+    if not wheelhouse and os.environ.get(WHEELHOUSE_VARIABLE):
+        wheelhouse = os.environ[WHEELHOUSE_VARIABLE]
+        foreign = foreign_torch_wheel(flavor, Path(wheelhouse))
+        if foreign is not None:
+            report(f"note: ${WHEELHOUSE_VARIABLE} ({wheelhouse}) is not used for the {flavor.name} flavor: "
+                  f"{foreign.name} is not a CUDA {flavor.version('cuda')} build of torch")
+            wheelhouse = None
+    return SourceOptions(
+        ca_bundle=Path(ca_bundle) if ca_bundle else None,
+        wheelhouse=Path(wheelhouse) if wheelhouse else None,
+        index_url=index_url,
+        extra_index_urls=list(extra_index_urls or []),
+    )
 
 
 def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
@@ -46,15 +74,16 @@ def check_sources(flavor: Flavor, sources: SourceOptions) -> None:
             raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} is not a directory; give a folder of .whl files")
         if not any(sources.wheelhouse.glob("*.whl")):
             raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} holds no .whl files")
-        if flavor.gpu:
-            _refuse_foreign_torch_builds(flavor, sources.wheelhouse)
+        _refuse_foreign_torch_builds(flavor, sources.wheelhouse)
 
 
-def _refuse_foreign_torch_builds(flavor: Flavor, wheelhouse: Path) -> None:
-    """A GPU flavor's pip must never take a CPU (or other CUDA) torch from the wheelhouse.
+def foreign_torch_wheel(flavor: Flavor, wheelhouse: Path) -> Path | None:
+    """A torch wheel in the wheelhouse built for other hardware than a GPU flavor's CUDA (e.g. `+cpu`), if any.
 
     pip lets `torch==2.13.0` match `2.13.0+cpu`, so such a wheel would silently replace the CUDA build.
     """
+    if not flavor.gpu:
+        return None
     cuda = Version(str(flavor.version("cuda")))
     wanted_label = f"cu{cuda.major}{cuda.minor}"
     for wheel in sorted(wheelhouse.glob("torch-*.whl")):
@@ -63,11 +92,19 @@ def _refuse_foreign_torch_builds(flavor: Flavor, wheelhouse: Path) -> None:
         except InvalidWheelFilename:
             continue
         if version.local and version.local != wanted_label:
-            raise TrainstackError(
-                f"--wheelhouse: {wheel} is torch {version}, not a CUDA {cuda} build; the {flavor.name} flavor "
-                f"refuses it (pip would take it for torch=={version.public}). Build {flavor.name} without "
-                f"--wheelhouse (unset TRAINSTACK_WHEELHOUSE), or give a folder without that wheel"
-            )
+            return wheel
+    return None
+
+
+def _refuse_foreign_torch_builds(flavor: Flavor, wheelhouse: Path) -> None:
+    wheel = foreign_torch_wheel(flavor, wheelhouse)
+    if wheel is not None:
+        version = parse_wheel_filename(wheel.name)[1]
+        raise TrainstackError(
+            f"--wheelhouse: {wheel} is torch {version}, not a CUDA {flavor.version('cuda')} build; the {flavor.name} "
+            f"flavor refuses it (pip would take it for torch=={version.public}). Build {flavor.name} without "
+            f"--wheelhouse, or give a folder without that wheel"
+        )
 
 
 def _wheelhouse_has(wheelhouse: Path | None, name: str, version: str | None) -> bool:

@@ -35,19 +35,11 @@ def _index_url(option: str, url: str | None) -> str | None:
     return url
 
 
-def _sources(ca_bundle, wheelhouse, index_url, extra_index_url):
-    from trainstack.sources import SourceOptions
+def _sources(flavor, ca_bundle, wheelhouse, index_url, extra_index_url):
+    from trainstack.sources import sources_for
 
-    index_url = _index_url("--index-url", index_url)
-    extra_index_url = [_index_url("--extra-index-url", url) for url in extra_index_url or []]
-    ca_bundle = ca_bundle or os.environ.get("TRAINSTACK_CA_BUNDLE")
-    wheelhouse = wheelhouse or os.environ.get("TRAINSTACK_WHEELHOUSE")
-    return SourceOptions(
-        ca_bundle=Path(ca_bundle) if ca_bundle else None,
-        wheelhouse=Path(wheelhouse) if wheelhouse else None,
-        index_url=index_url,
-        extra_index_urls=list(extra_index_url or []),
-    )
+    return sources_for(flavor, ca_bundle, wheelhouse, _index_url("--index-url", index_url),
+                       [_index_url("--extra-index-url", url) for url in extra_index_url or []])
 
 
 @task(help={"gpu": "show only GPU flavors"})
@@ -79,7 +71,7 @@ def render(c, gpu=False, flavor=None, set=None, base_image=None, ca_bundle=None,
     from trainstack.build_context import write_build_context
 
     _, chosen = _flavor(gpu, flavor, set, base_image)
-    out = write_build_context(chosen, _sources(ca_bundle, wheelhouse, None, None), BUILD_DIR / chosen.name)
+    out = write_build_context(chosen, _sources(chosen, ca_bundle, wheelhouse, None, None), BUILD_DIR / chosen.name)
     print(out / "Dockerfile")
 
 
@@ -108,7 +100,7 @@ def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None,
     for extra_tag in tag or []:
         check_reference("--tag", extra_tag)
     image_matrix, chosen = _flavor(gpu, flavor, set, base_image)
-    built = build_image(chosen, image_matrix.image_name, _sources(ca_bundle, wheelhouse, index_url, extra_index_url),
+    built = build_image(chosen, image_matrix.image_name, _sources(chosen, ca_bundle, wheelhouse, index_url, extra_index_url),
                         extra_tags=tag, no_cache=no_cache)
     print(f"\nbuilt and verified {built.image_id[:19]}: " + ", ".join(built.tags))
 

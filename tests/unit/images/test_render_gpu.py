@@ -10,7 +10,7 @@ from trainstack.dockerfile import horovod_build_env, render_dockerfile
 from trainstack.errors import TrainstackError
 from trainstack.matrix import MatrixError, load_matrix
 from trainstack.requirements import framework_requirements, library_requirements
-from trainstack.sources import SourceOptions, check_sources
+from trainstack.sources import SourceOptions, check_sources, sources_for
 
 GPU_FLAVORS = ["gpu", "gpu-cu13"]
 NVIDIA_APT = {"cuda.build_tools": "apt"}
@@ -154,10 +154,21 @@ def test_a_cpu_torch_in_the_wheelhouse_is_refused_for_gpu_flavors(matrix, tmp_pa
     sources = SourceOptions(wheelhouse=tmp_path)
     with pytest.raises(TrainstackError, match=r"torch-2\.13\.0\+cpu.*is torch 2\.13\.0\+cpu, not a CUDA .* build"):
         check_sources(matrix.flavor(name), sources)
-    with pytest.raises(TrainstackError, match="unset TRAINSTACK_WHEELHOUSE"):
+    with pytest.raises(TrainstackError, match="without --wheelhouse"):
         write_build_context(matrix.flavor(name), sources, tmp_path / "context")
     assert not (tmp_path / "context").exists()
     check_sources(matrix.flavor("cpu"), sources)
+
+
+def test_a_cpu_torch_wheelhouse_from_the_environment_is_left_out_for_gpu_flavors(matrix, tmp_path, monkeypatch, capsys):
+    (tmp_path / "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl").touch()
+    monkeypatch.setenv("TRAINSTACK_WHEELHOUSE", str(tmp_path))
+    assert sources_for(matrix.flavor("gpu")).wheelhouse is None
+    assert capsys.readouterr().err == (f"note: $TRAINSTACK_WHEELHOUSE ({tmp_path}) is not used for the gpu flavor: "
+                                       "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl is not a CUDA 12.8 build of torch\n")
+    assert sources_for(matrix.flavor("cpu")).wheelhouse == tmp_path
+    with pytest.raises(TrainstackError, match="without --wheelhouse"):
+        check_sources(matrix.flavor("gpu"), sources_for(matrix.flavor("gpu"), wheelhouse=str(tmp_path)))
 
 
 def test_a_wheelhouse_without_a_foreign_torch_build_is_accepted(matrix, tmp_path):
