@@ -10,6 +10,7 @@ import docker.errors
 import pytest
 
 from trainstack.docker_client import run_container
+from trainstack.matrix import Flavor, load_matrix
 
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
 UNITS_DIR = Path(__file__).parent / "units"
@@ -79,6 +80,12 @@ def runner_for(docker_client):
 @pytest.fixture(scope="session")
 def image(built_image) -> docker.models.images.Image:
     return built_image(IMAGE, "invoke build` (or set TRAINSTACK_TEST_IMAGE")
+
+
+@pytest.fixture(scope="session")
+def image_flavor(image) -> Flavor:
+    """The matrix's flavor of the image under test (its `io.trainstack.flavor` label)."""
+    return load_matrix().flavor(image.labels["io.trainstack.flavor"])
 
 
 @pytest.fixture(scope="session")

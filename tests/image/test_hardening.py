@@ -29,9 +29,9 @@ def test_root_still_runs_what_lost_its_bit(in_image):
     assert in_image.run(["su", "trainer", "-c", "id -un"], user="root").strip() == "trainer"
 
 
-def test_sbom_is_cyclonedx_beside_the_manifest(in_image, sbom):
+def test_sbom_is_cyclonedx_beside_the_manifest(in_image, sbom, image_flavor):
     assert (sbom["bomFormat"], sbom["specVersion"]) == ("CycloneDX", "1.5")
-    assert sbom["metadata"]["component"]["version"] == "cpu"
+    assert sbom["metadata"]["component"]["version"] == image_flavor.name
     assert {"constraints.txt", "manifest.json", "sbom.cdx.json"} <= set(in_image.run(["ls", "/etc/trainstack"]).split())
     assert in_image.run(["stat", "-c", "%U %a", SBOM_PATH]).strip() == "root 644"
 

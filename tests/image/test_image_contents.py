@@ -4,7 +4,6 @@ import json
 import tarfile
 
 from trainstack.build import verify_image
-from trainstack.matrix import load_matrix
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 
@@ -14,8 +13,8 @@ def test_runs_as_non_root(in_image):
     assert in_image.run(["id", "-u"]).strip() != "0"
 
 
-def test_manifest_and_installed_versions_match_the_matrix(docker_client, image):
-    manifest = verify_image(docker_client, image.id, load_matrix().flavor("cpu"))
+def test_manifest_and_installed_versions_match_the_matrix(docker_client, image, image_flavor):
+    manifest = verify_image(docker_client, image.id, image_flavor)
     assert manifest["packages"]["horovod"] == "0.28.1"
     assert {"PyTorch", "TensorFlow"} <= set(manifest["horovod"]["frameworks"])
 
