@@ -42,7 +42,7 @@ def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | 
         foreign = foreign_torch_wheel(flavor, Path(wheelhouse))
         if foreign is not None:
             report(f"note: ${WHEELHOUSE_VARIABLE} ({wheelhouse}) is not used for the {flavor.name} flavor: "
-                  f"{foreign.name} is not a CUDA {flavor.version('cuda')} build of torch")
+                   f"{foreign.name} is not a CUDA {flavor.version('cuda')} build of torch")
             wheelhouse = None
     return SourceOptions(
         ca_bundle=Path(ca_bundle) if ca_bundle else None,
@@ -74,7 +74,14 @@ def check_sources(flavor: Flavor, sources: SourceOptions) -> None:
             raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} is not a directory; give a folder of .whl files")
         if not any(sources.wheelhouse.glob("*.whl")):
             raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} holds no .whl files")
-        _refuse_foreign_torch_builds(flavor, sources.wheelhouse)
+        foreign = foreign_torch_wheel(flavor, sources.wheelhouse)
+        if foreign is not None:
+            version = parse_wheel_filename(foreign.name)[1]
+            raise TrainstackError(
+                f"--wheelhouse: {foreign} is torch {version}, not a CUDA {flavor.version('cuda')} build; the "
+                f"{flavor.name} flavor refuses it (pip would take it for torch=={version.public}). Build "
+                f"{flavor.name} without --wheelhouse, or give a folder without that wheel"
+            )
 
 
 def foreign_torch_wheel(flavor: Flavor, wheelhouse: Path) -> Path | None:
@@ -94,17 +101,6 @@ def foreign_torch_wheel(flavor: Flavor, wheelhouse: Path) -> Path | None:
         if version.local and version.local != wanted_label:
             return wheel
     return None
-
-
-def _refuse_foreign_torch_builds(flavor: Flavor, wheelhouse: Path) -> None:
-    wheel = foreign_torch_wheel(flavor, wheelhouse)
-    if wheel is not None:
-        version = parse_wheel_filename(wheel.name)[1]
-        raise TrainstackError(
-            f"--wheelhouse: {wheel} is torch {version}, not a CUDA {flavor.version('cuda')} build; the {flavor.name} "
-            f"flavor refuses it (pip would take it for torch=={version.public}). Build {flavor.name} without "
-            f"--wheelhouse, or give a folder without that wheel"
-        )
 
 
 def _wheelhouse_has(wheelhouse: Path | None, name: str, version: str | None) -> bool:
