@@ -4,7 +4,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainstack.dockerfile import IMAGES_DIR, horovod_patches, login_profile, render_dockerfile
+from trainstack.dockerfile import IMAGES_DIR, horovod_patches, ipython_config, login_profile, render_dockerfile
 from trainstack.matrix import REPO_ROOT, Flavor
 from trainstack.requirements import framework_requirements, library_requirements, no_deps_requirements
 from trainstack.sources import SourceOptions, check_sources
@@ -18,6 +18,7 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     out_dir.mkdir(parents=True)
     (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources))
     (out_dir / "login-profile.sh").write_text(login_profile())
+    (out_dir / "ipython_config.py").write_text(ipython_config())
     (out_dir / "requirements-frameworks.txt").write_text("\n".join(framework_requirements(flavor)) + "\n")
     (out_dir / "requirements-libraries.txt").write_text("\n".join(library_requirements(flavor)) + "\n")
     (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))

@@ -25,9 +25,16 @@ PROJECT_URL = "https://github.com/trainstack/trainstack"
 # openssh-server: workers of multi-node jobs run sshd as the image's user (images/scripts/trainstack-sshd).
 RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "openssh-server", "procps", "tini",
                         "ca-certificates"]
+# torch.compile's toolchain in every image: Inductor compiles C++ (g++, libgomp) against torch/include and Python.h,
+# Triton compiles its C launchers (gcc, libc6-dev's headers and libc_nonshared.a) against Python.h.
+COMPILE_TOOLCHAIN_APT_PACKAGES = ["gcc", "g++", "libc6-dev", "libpython3-dev"]
+# dpkg path-excludes for that layer: libpython's static archives (70 MB), which nothing links in an image.
+COMPILE_TOOLCHAIN_EXCLUDES = ["path-exclude /usr/lib/python3*/config-*/libpython3*.a",
+                              "path-exclude /usr/lib/*/libpython3*.a"]
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
-# Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image.
-HEADERS_LEFT_IN_BUILDER = ["torch/include", "tensorflow/include"]
+# Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image;
+# torch/include stays, since Inductor compiles against it.
+HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
@@ -84,6 +91,9 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "base_image": flavor.base_image,
         "runtime_apt_packages": [*RUNTIME_APT_PACKAGES, java_package],
         "builder_apt_packages": BUILDER_APT_PACKAGES,
+        "compile_toolchain_apt_packages": COMPILE_TOOLCHAIN_APT_PACKAGES,
+        "compile_toolchain_excludes": COMPILE_TOOLCHAIN_EXCLUDES,
+        "notebook_dir": identity.NOTEBOOK_DIR,
         "ca_bundle": sources.ca_bundle is not None,
         "cuda_build": cuda_build(flavor),
         "cuda_build_prefix": CUDA_BUILD_PREFIX,
@@ -136,6 +146,9 @@ def runtime_env() -> dict[str, str]:
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
         "SPARK_WORKER_DIR": identity.SPARK_WORKER_DIR,
         "SPARK_LOG_DIR": identity.SPARK_LOG_DIR,
+        # Triton's kernel cache, by default under the home directory, which may be read-only or missing
+        # (Inductor's own cache is already /tmp/torchinductor_USER).
+        "TRITON_CACHE_DIR": identity.TRITON_CACHE_DIR,
     }
 
 
@@ -148,3 +161,9 @@ def login_profile() -> str:
         # $PATH stays outside the quotes, so the shell expands it.
         lines.append(f"export {name}=" + '"$PATH"'.join(shlex.quote(part) if part else "" for part in value.split("$PATH")))
     return "\n".join(lines) + "\n"
+
+
+def ipython_config() -> str:
+    """The venv's IPython config (every kernel and shell of the image): trainrun's notebook extension loaded."""
+    return ("# Written by trainstack: %%trainrun, %%configure and a predefined `spark` in every kernel.\n"
+            f"c.InteractiveShellApp.extensions = [{identity.IPYTHON_EXTENSION!r}]\n")

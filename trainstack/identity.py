@@ -51,6 +51,13 @@ SPARK_WORKER_DIR = "/tmp/spark/work"
 SPARK_LOG_DIR = "/tmp/spark/logs"
 # The image's training user (useradd --uid in images/Dockerfile.j2).
 IMAGE_USER_UID = 1000
+# JupyterLab's work folder (`lab` role), meant for a mounted volume, as docker-stacks' /home/jovyan/work.
+NOTEBOOK_DIR = "/home/trainer/work"
+JUPYTER_PORT = 8888
+# The IPython extension every kernel of the image loads (launcher/trainrun/notebook).
+IPYTHON_EXTENSION = "trainrun.notebook"
+# Triton's kernel cache: somewhere any user of the image can write, whatever its home (TRITON_CACHE_DIR overrides).
+TRITON_CACHE_DIR = "/tmp/triton-cache"
 # Where the image keeps the sources of the two distributions it installs.
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
 

@@ -20,7 +20,12 @@ CPU_MANIFEST = {
 }
 CPU_CONSTRAINTS = """cloudpickle==3.1.2
 horovod==0.28.1
+ipykernel==7.4.0
+ipywidgets==8.1.9
+jupyterlab==4.6.6
 mpi4py==4.1.2
+nbclient==0.11.0
+nbconvert==7.17.2
 pandas==2.3.3
 psutil==7.2.2
 pyarrow==26.0.1

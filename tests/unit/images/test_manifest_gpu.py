@@ -32,7 +32,8 @@ CU13_MANIFEST = {
     },
 }
 CU13_CONSTRAINTS = parse_constraints(
-    "cloudpickle==3.1.2\nhorovod==0.28.1\nmpi4py==4.1.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==26.0.1\n"
+    "cloudpickle==3.1.2\nhorovod==0.28.1\nipykernel==7.4.0\nipywidgets==8.1.9\njupyterlab==4.6.6\nmpi4py==4.1.2\n"
+    "nbclient==0.11.0\nnbconvert==7.17.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==26.0.1\n"
     "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.13.0\n"
 )
 

@@ -37,10 +37,20 @@ def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):
         assert leftover not in image
 
 
-def test_final_stage_has_no_compilers(cpu):
-    image = final_stage(render_dockerfile(cpu))
+def test_final_image_gets_only_torch_compiles_toolchain(cpu):
+    dockerfile = render_dockerfile(cpu)
+    runtime_os = dockerfile.split("# --- builder:")[0]
+    assert "apt-get install -y --no-install-recommends gcc g++ libc6-dev libpython3-dev \\\n" in runtime_os
+    for builder_only in ("cmake", "make ", "libopenmpi-dev", "nvcc"):
+        assert builder_only not in runtime_os
+    image = final_stage(dockerfile)
     assert "apt-get install" not in image
     assert "COPY --from=builder /opt/venv /opt/venv" in image
+
+
+def test_torch_headers_stay_and_tensorflows_go(cpu):
+    builder = render_dockerfile(cpu).split("# --- builder:")[1].split("# --- the image ---")[0]
+    assert " && rm -rf tensorflow/include \\\n" in builder
 
 
 def test_every_horovod_extension_is_required(cpu):

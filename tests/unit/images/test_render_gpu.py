@@ -144,7 +144,7 @@ def test_cuda_13_flavor_names_no_architectures_and_gets_no_kernel_check(matrix):
 @pytest.mark.parametrize("name", GPU_FLAVORS)
 def test_cuda_headers_of_the_wheels_stay_in_the_builder(matrix, name):
     builder, _ = stages(render_dockerfile(matrix.flavor(name)))
-    assert " && rm -rf torch/include tensorflow/include nvidia/*/include \\\n" in builder
+    assert " && rm -rf tensorflow/include nvidia/*/include \\\n" in builder
     assert "nvidia/*/include" not in render_dockerfile(matrix.flavor("cpu"))
 
 
@@ -228,4 +228,4 @@ def test_tritons_bundled_cupti_gives_way_to_the_cuda_12_wheels_copy(matrix):
     assert (" && rm -rf triton/backends/nvidia/lib/cupti \\\n && mkdir triton/backends/nvidia/lib/cupti \\\n"
             " && ln -s ../../../../../nvidia/cuda_cupti/lib/libcupti.so.12 triton/backends/nvidia/lib/cupti/libcupti.so \\\n"
             ) in builder
-    assert "triton" not in render_dockerfile(matrix.flavor("gpu-cu13"))
+    assert "triton/backends" not in render_dockerfile(matrix.flavor("gpu-cu13"))
