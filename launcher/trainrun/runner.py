@@ -15,10 +15,10 @@ import uuid
 
 from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop, launcher_name
+from .output import RelayedOutput, relay_needed
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes, job_temp_dirs
 from .rank.status import STATUS_DIR, read_status
-from .timestamps import TimestampedOutput
 from .watchdog import Watchdog
 
 POLL_SECONDS = 0.2
@@ -83,9 +83,10 @@ def _open_pidfd(pid: int) -> int | None:
 def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False) -> None:
     """Run the plan to completion; raises JobFailed naming the failed rank and how it ended (exit code or signal),
     the ranks that hung at the exit barrier, or why trainrun stopped the job. With `timestamps`, each output
-    line is prefixed with the time it arrived. However it ends, no process of the job is left running, and a
-    watchdog takes the job down if this process dies first."""
-    output = TimestampedOutput() if timestamps else None
+    line is prefixed with the time it arrived; output is relayed through sys.stdout and sys.stderr wherever they
+    are not the process's own descriptors (trainrun.output). However it ends, no process of the job is left
+    running, and a watchdog takes the job down if this process dies first."""
+    output = RelayedOutput(timestamps) if relay_needed(timestamps) else None
     job_id = uuid.uuid4().hex
     launcher = launcher_name(plan.argv)
     status_dir = tempfile.mkdtemp(prefix="trainrun-")

@@ -1,7 +1,9 @@
 """trainrun.run: functions and scripts on real ranks, rank 0's value returned, failures raised."""
 from __future__ import annotations
 
+import io
 import os
+import sys
 
 import pytest
 from fault_harness import MARK
@@ -127,3 +129,21 @@ def test_run_in_a_given_spark_session(job_env, monkeypatch: pytest.MonkeyPatch) 
         assert trainrun.run(rank_env, 42, num_processes=2, spark=session) == ("0", "2", 42)
     finally:
         session.stop()
+
+
+@requires(torch=True)
+def test_ranks_output_reaches_a_python_stdout_that_is_no_descriptor(job_env, monkeypatch, capsys) -> None:
+    # As in a Jupyter kernel, whose sys.stdout is the cell: every rank's lines arrive there, whole and tagged.
+    def say_hello() -> None:
+        import os
+
+        print(f"hello from rank {os.environ['RANK']}", flush=True)
+
+    with capsys.disabled():
+        cell = io.StringIO()
+        monkeypatch.setattr(sys, "stdout", cell)
+        trainrun.run(say_hello, backend="torch", num_processes=2, timeout=120)
+        monkeypatch.undo()
+    lines = cell.getvalue().splitlines()
+    assert sorted(line for line in lines if "hello from rank" in line) == [
+        "[default0]:hello from rank 0", "[default1]:hello from rank 1"], lines
