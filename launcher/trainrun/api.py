@@ -60,10 +60,21 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
             job = MpiJob(num_processes, program, gloo=machine.mpi_flavor is None)
         plan = dataclasses.replace(plan_job(job, machine), exit_barrier_timeout=exit_barrier_timeout)
         run_plan(plan, timeout=timeout)
-        if program.kind != "payload" or not os.path.exists(result_path):
-            return None
-        with open(result_path, "rb") as f:
-            return _load(f.read())
+        return _rank_0_result(program, result_path)
+
+
+def run_in_job(job: MpiJob | TorchJob | SparkJob, backend: str, main: Callable[..., Any], args: tuple = (),
+               kwargs: Mapping[str, Any] | None = None, timeout: float | None = None,
+               exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT, timestamps: bool = False) -> Any:
+    """Run `main(*args, **kwargs)` as the program of `job`, a job of `backend` built from trainrun's own options
+    (as `%%trainrun` builds it), and return rank 0's return value; raises as `run` does."""
+    with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
+        result_path = os.path.join(workdir, "result.pkl")
+        program = _program(main, args, dict(kwargs or {}), workdir, result_path)
+        plan = plan_job(dataclasses.replace(job, program=program), detect_machine(backend))
+        run_plan(dataclasses.replace(plan, exit_barrier_timeout=exit_barrier_timeout), timeout=timeout,
+                 timestamps=timestamps)
+        return _rank_0_result(program, result_path)
 
 
 def _program(main: Callable[..., Any] | str, args: tuple, kwargs: dict[str, Any], workdir: str,
@@ -79,6 +90,13 @@ def _program(main: Callable[..., Any] | str, args: tuple, kwargs: dict[str, Any]
     with open(payload_path, "wb") as f:
         f.write(payload)
     return Program("payload", payload_path, (result_path,))
+
+
+def _rank_0_result(program: Program, result_path: str) -> Any:
+    if program.kind != "payload" or not os.path.exists(result_path):
+        return None
+    with open(result_path, "rb") as f:
+        return _load(f.read())
 
 
 def _load(data: bytes) -> Any:

@@ -78,6 +78,35 @@ def gpu_count() -> int:
     return sum(1 for line in out.stdout.splitlines() if line.startswith("GPU "))
 
 
+def available_cpus() -> int:
+    """The cores this process may use: its CPU affinity, capped by a cgroup v2 CPU quota (a container's --cpus)."""
+    cpus = len(os.sched_getaffinity(0))
+    try:
+        with open("/sys/fs/cgroup/cpu.max") as f:
+            quota, period = f.read().split()
+        if quota != "max":
+            cpus = min(cpus, max(1, int(quota) // int(period)))
+    except (OSError, ValueError):
+        pass
+    return cpus
+
+
+def available_memory() -> int | None:
+    """Bytes of memory this process may use: a cgroup's limit (a container's --memory), else the machine's."""
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit() and int(limit) < 2**60:
+            return int(limit)
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (OSError, ValueError):
+        return None
+
+
 def host_names() -> tuple[str, ...]:
     """This machine's host name and its short form: mpirun starts ranks on them without ssh."""
     name = socket.gethostname()
