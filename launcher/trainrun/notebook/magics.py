@@ -9,23 +9,16 @@ import shlex
 import sys
 from typing import Any
 
-from IPython.core.error import UsageError as CellUsageError
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ..cli import build_parser, job_from_args
 from ..errors import JobFailed, TrainrunError
 from .cell import CELL_FILENAME, compile_cell, run_cell
+from .errors import CellError
 
 CELL_BACKENDS = ("mpi", "torch", "spark")
 PUSH_OPTION = "--push"
 FORCE_OPTIONS = ("-f", "--force")
-
-
-class CellFailed(Exception):
-    """A cell's job failed. Shown as its one line: the failing rank's traceback is already in the cell."""
-
-    def _render_traceback_(self) -> list[str]:
-        return [str(self)]
 
 
 def take_push(tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -39,7 +32,7 @@ def take_push(tokens: list[str]) -> tuple[list[str], list[str]]:
             value = token.partition("=")[2] if "=" in token else (tokens.pop(0) if tokens else "")
             found = [name for name in value.split(",") if name]
             if not found or not all(name.isidentifier() for name in found):
-                raise CellUsageError(f"trainrun: {PUSH_OPTION} = {value!r}: names no notebook variable "
+                raise CellError(f"trainrun: {PUSH_OPTION} = {value!r}: names no notebook variable "
                                      f"(valid: NAME[,NAME...], e.g. {PUSH_OPTION} model,lr)")
             names += found
         else:
@@ -53,9 +46,9 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
     try:
         push, tokens = take_push(shlex.split(line))
     except ValueError as exc:
-        raise CellUsageError(f"trainrun: %%trainrun line = {line!r}: {exc} (valid: options as a shell splits them)")
+        raise CellError(f"trainrun: %%trainrun line = {line!r}: {exc} (valid: options as a shell splits them)")
     if not tokens or tokens[0] not in CELL_BACKENDS:
-        raise CellUsageError(f"trainrun: backend = {(tokens or [''])[0]!r}: %%trainrun needs a backend first "
+        raise CellError(f"trainrun: backend = {(tokens or [''])[0]!r}: %%trainrun needs a backend first "
                              f"(valid: one of {', '.join(CELL_BACKENDS)}, e.g. %%trainrun mpi -np 2)")
     program = ["--", "python", CELL_FILENAME]
     errors = io.StringIO()
@@ -64,9 +57,9 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
             args = build_parser().parse_args([*tokens, *program])
     except SystemExit:
         lines = [line for line in errors.getvalue().splitlines() if line.strip()]
-        raise CellUsageError(lines[-1] if lines else f"trainrun: invalid options {line!r}") from None
+        raise CellError(lines[-1] if lines else f"trainrun: invalid options {line!r}") from None
     if args.command != program:
-        raise CellUsageError(f"trainrun: command = {shlex.join(args.command[:-3])!r}: the cell is the program "
+        raise CellError(f"trainrun: command = {shlex.join(args.command[:-3])!r}: the cell is the program "
                              f"(valid: {tokens[0]}'s options only; a script runs with `!trainrun ...`)")
     return args, push
 
@@ -87,10 +80,10 @@ class TrainrunMagics(Magics):
         try:
             compile_cell(cell)
         except SyntaxError as exc:
-            raise CellFailed(f"SyntaxError: {exc.msg} (line {exc.lineno} of the cell); nothing was started") from None
+            raise CellError(f"SyntaxError: {exc.msg} (line {exc.lineno} of the cell); nothing was started") from None
         missing = [name for name in push if name not in self.shell.user_ns]
         if missing:
-            raise CellUsageError(f"trainrun: {PUSH_OPTION} = {','.join(missing)!r}: not defined in this notebook "
+            raise CellError(f"trainrun: {PUSH_OPTION} = {','.join(missing)!r}: not defined in this notebook "
                                  "(valid: names of variables defined in an earlier cell)")
         pushed = {name: self.shell.user_ns[name] for name in push}
         from ..api import run_in_job
@@ -106,9 +99,9 @@ class TrainrunMagics(Magics):
             return run_in_job(job, args.backend, run_cell, (cell, pushed), timeout=args.timeout,
                               exit_barrier_timeout=args.exit_barrier_timeout, timestamps=args.timestamp_output)
         except JobFailed as exc:
-            raise CellFailed(f"trainrun: {exc}") from None
+            raise CellError(f"trainrun: {exc}") from None
         except TrainrunError as exc:
-            raise CellUsageError(f"trainrun: {exc}") from None
+            raise CellError(f"trainrun: {exc}") from None
 
     @cell_magic
     def configure(self, line: str, cell: str) -> None:

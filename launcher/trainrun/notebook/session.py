@@ -19,6 +19,7 @@ from pooltemplates import PoolTemplate, Problem, TemplateError, load_template
 from pooltemplates.units import parse_size
 
 from ..machine import available_cpus, available_memory
+from .errors import CellError
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 # Set on a notebook container of a local pool (`invoke pool.up --notebook`): the pool's master, and its template.
@@ -179,7 +180,6 @@ class NotebookSpark:
         return template_from_body(body, session_defaults(self.pool))
 
     def configure(self, line: str, cell: str) -> None:
-        from IPython.core.error import UsageError as CellUsageError
         from pooltemplates import parse_assignments
         from pooltemplates.configure import parse_body
 
@@ -187,13 +187,13 @@ class NotebookSpark:
         try:
             args = options.parse_args(shlex.split(line))
             if args.template and cell.strip():
-                raise CellUsageError(f"{SUBJECT}: --template = {args.template!r}: a cell has either a JSON body or "
+                raise CellError(f"{SUBJECT}: --template = {args.template!r}: a cell has either a JSON body or "
                                      "--template (valid: one of them)")
             template = (load_template(args.template, parse_assignments(args.set)) if args.template else
                         self._template_from_body(parse_body(cell)))
             plan = plan_session(template, self.pool)
         except (TemplateError, ValueError) as exc:
-            raise CellUsageError(str(exc)) from None
+            raise CellError(str(exc)) from None
         if running() and not args.force:
             print(f"A Spark session is already running, so this configuration was not applied. `{SUBJECT} -f` "
                   "stops the session (progress in its Spark jobs is lost) and starts one with the new configuration.")
