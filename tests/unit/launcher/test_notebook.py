@@ -78,12 +78,15 @@ def test_submit_args_are_quoted_for_pyspark() -> None:
                                                "pyspark-shell"]
 
 
-@pytest.mark.parametrize(("source", "names"), [
-    ("spark.range(3).count()", {"spark"}),
-    ("sc.parallelize([1]).collect()", {"sc"}),
-    ("spark = make()\nspark.stop()", set()),
-    ("print('no session')", set()),
-    ("def f(:", set()),
+@pytest.mark.parametrize(("source", "uses"), [
+    ("spark.range(3).count()", True),
+    ("sc.parallelize([1]).collect()", True),
+    ("from pyspark.ml.torch.distributor import TorchDistributor", True),
+    ("import horovod.spark.torch as hvd_spark", True),
+    ("from spark_tensorflow_distributor import MirroredStrategyRunner", True),
+    ("spark = make()\nspark.stop()", False),
+    ("import horovod.torch as hvd\nprint('no session')", False),
+    ("def f(:", False),
 ])
-def test_cells_that_read_spark_get_a_session(source: str, names: set) -> None:
-    assert session.names_used(source) == names
+def test_cells_that_use_spark_get_the_session_first(source: str, uses: bool) -> None:
+    assert session.uses_spark(source) is uses
