@@ -10,13 +10,14 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from trainstack.console import report
-from trainstack.errors import TrainstackError
+from trainstack.errors import bad_value
 from trainstack.matrix import Flavor
 
 BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
 # Machine-wide defaults for builds (./dev writes them to .trainstack.env).
 CA_BUNDLE_VARIABLE = "TRAINSTACK_CA_BUNDLE"
 WHEELHOUSE_VARIABLE = "TRAINSTACK_WHEELHOUSE"
+WHEELHOUSE = "a folder of .whl files"
 
 
 @dataclass(frozen=True)
@@ -68,20 +69,21 @@ def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
 def check_sources(flavor: Flavor, sources: SourceOptions) -> None:
     """Refuses build options that cannot work, before any docker step."""
     if sources.ca_bundle is not None and not sources.ca_bundle.is_file():
-        raise TrainstackError(f"--ca-bundle: {sources.ca_bundle} is not a file; give a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")
+        raise bad_value("--ca-bundle", str(sources.ca_bundle), "is not a file",
+                        "a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")
     if sources.wheelhouse is not None:
         if not sources.wheelhouse.is_dir():
-            raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} is not a directory; give a folder of .whl files")
+            raise bad_value("--wheelhouse", str(sources.wheelhouse), "is not a directory", WHEELHOUSE)
         if not any(sources.wheelhouse.glob("*.whl")):
-            raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} holds no .whl files")
+            raise bad_value("--wheelhouse", str(sources.wheelhouse), "holds no .whl files", WHEELHOUSE)
         foreign = foreign_torch_wheel(flavor, sources.wheelhouse)
         if foreign is not None:
             version = parse_wheel_filename(foreign.name)[1]
-            raise TrainstackError(
-                f"--wheelhouse: {foreign} is torch {version}, not a CUDA {flavor.version('cuda')} build; the "
-                f"{flavor.name} flavor refuses it (pip would take it for torch=={version.public}). Build "
-                f"{flavor.name} without --wheelhouse, or give a folder without that wheel"
-            )
+            raise bad_value(
+                "--wheelhouse", str(sources.wheelhouse),
+                f"holds {foreign.name}, which is torch {version}, not a CUDA {flavor.version('cuda')} build; the "
+                f"{flavor.name} flavor refuses it (pip would take it for torch=={version.public})",
+                f"build {flavor.name} without --wheelhouse, or give a folder without that wheel")
 
 
 def foreign_torch_wheel(flavor: Flavor, wheelhouse: Path) -> Path | None:

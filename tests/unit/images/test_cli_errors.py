@@ -20,25 +20,27 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["build", "--flavor", "tpu"], "error: flavor: unknown flavor 'tpu'; valid: cpu, gpu, gpu-cu13"),
+        (["build", "--flavor", "tpu"], "error: --flavor = 'tpu': is not a flavor (valid: cpu, gpu, gpu-cu13)\n"),
         (["build", "--gpu", "--set", "torch=2.10.0", "--set", "tensorflow=2.21.0"],
          "error: rule tensorflow-2.21-cuda-stack:"),
         (["build", "--set", "torch"], "error: --set: 1 error\n  - --set = 'torch': must look like key=value"),
-        (["build", "--ca-bundle", "/nonexistent/ca.pem"], "error: --ca-bundle: /nonexistent/ca.pem is not a file"),
-        (["render", "--wheelhouse", "/nonexistent/wheels"], "error: --wheelhouse: /nonexistent/wheels is not a directory"),
+        (["build", "--ca-bundle", "/nonexistent/ca.pem"], "error: --ca-bundle = '/nonexistent/ca.pem': is not a file (valid: a PEM bundle"),
+        (["render", "--wheelhouse", "/nonexistent/wheels"], "error: --wheelhouse = '/nonexistent/wheels': is not a directory (valid: a folder of .whl files)\n"),
         (["build", "--tag", "bad tag!"], "error: --tag = 'bad tag!': is not a docker image reference"),
         (["build", "--index-url", "http://pypi.example.org/simple"],
          "error: --index-url = 'http://pypi.example.org/simple': is not an https URL"),
         (["build", "--extra-index-url", "https://ok.example.org/simple", "--extra-index-url", "ftp://x"],
          "error: --extra-index-url = 'ftp://x': is not an https URL"),
         (["pool.up", "--workers", "two"], "error: --workers = 'two': is not a whole number (valid: a whole number >= 0)"),
-        (["train", "--flavor", "nope"], "error: flavor: unknown flavor 'nope'"),
+        (["train", "--flavor", "nope"], "error: --flavor = 'nope': is not a flavor"),
         (["build", "--set", "java.apt_package=x; echo INJ"],
-         "error: --set java.apt_package = 'x; echo INJ': is not an image, flavor, component or package name\n"),
+         "error: --set java.apt_package = 'x; echo INJ': is not an image, flavor, component or package name "
+         "(valid: an image, flavor, component or package name, with no whitespace, quotes or shell metacharacters)\n"),
         (["build", "--set", "horovod.patch=/etc/passwd"],
          "error: --set horovod.patch.0 = '/etc/passwd': is not a file in images/patches/ (valid: horovod-"),
         (["build", "--set", "torch.version=1.0-foo-bar"],
-         "error: --set torch.version = '1.0-foo-bar': is not a version (PEP 440), e.g. 2.10.0 or 2.13.0+cpu\n"),
+         "error: --set torch.version = '1.0-foo-bar': is not a version (PEP 440) "
+         "(valid: a version, e.g. 2.10.0 or 2.13.0+cpu)\n"),
         (["template.validate", "/etc/passwd"],
          "error: template 'passwd': 1 error\n  - template = '/etc/passwd': is not a valid template: it holds a YAML "
          "scalar, not a mapping (valid: a YAML mapping with keys such as description, nodes, executor, gpu)\n"),

@@ -90,8 +90,8 @@ def test_build_context_holds_what_the_dockerfile_copies(cpu, tmp_path):
 @pytest.mark.parametrize(
     ("sources", "message"),
     [
-        (SourceOptions(ca_bundle=Path("/nonexistent/ca.pem")), "--ca-bundle: /nonexistent/ca.pem is not a file"),
-        (SourceOptions(wheelhouse=Path("/nonexistent/wheels")), "--wheelhouse: /nonexistent/wheels is not a directory"),
+        (SourceOptions(ca_bundle=Path("/nonexistent/ca.pem")), "--ca-bundle = '/nonexistent/ca.pem': is not a file"),
+        (SourceOptions(wheelhouse=Path("/nonexistent/wheels")), "--wheelhouse = '/nonexistent/wheels': is not a directory"),
     ],
 )
 def test_missing_source_paths_are_refused_before_anything_is_written(cpu, tmp_path, sources, message):
