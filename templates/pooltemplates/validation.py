@@ -33,8 +33,10 @@ def validate(template: PoolTemplate) -> list[Problem]:
     count_errors = list(_counts(template))
     errors = [*count_errors, *_sizes(template), *_kryo_buffer(template),
               *_discovery_script(template), *_extra_conf(template)]
+    if not {problem.field for problem in count_errors} & {"gpu.per_executor", "gpu.per_task"}:
+        errors += _gpu_amounts(template)
     if not count_errors:  # the rules below compute task slots from these counts
-        errors += [*_task_cpus(template), *_gpu_amounts(template), *_barrier(template),
+        errors += [*_task_cpus(template), *_barrier(template),
                    *_horovod(template),
                    *torch_distributor_problems(template, template.job.processes, "job.processes")]
     if errors:

@@ -290,3 +290,7 @@ def test_in_image_paths_are_the_images() -> None:
 def test_shared_values_are_written_out_not_aliased() -> None:
     text = render(load_template("multi-node-gpu"), "pytorchjob")
     assert "&id" not in text and "*id" not in text
+
+
+def test_image_reference_grammar_is_the_host_toolings() -> None:
+    assert k8s.REFERENCE.pattern == identity.REFERENCE.pattern
