@@ -32,7 +32,8 @@ class SourceOptions:
 
 def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | None = None,
                 index_url: str | None = None, extra_index_urls: list[str] | None = None) -> SourceOptions:
-    """Build options given on the command line, else from $TRAINSTACK_CA_BUNDLE and $TRAINSTACK_WHEELHOUSE.
+    """Build options given on the command line, else from $TRAINSTACK_CA_BUNDLE and $TRAINSTACK_WHEELHOUSE,
+    refused (check_sources) before a build or a render uses them.
 
     A wheelhouse from the environment that holds another build of torch than a GPU flavor's (this machine's
     /opt/wheels holds the CPU torch) is left out for that flavor, saying so; given as an option, it is refused.
@@ -45,12 +46,14 @@ def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | 
             report(f"note: ${WHEELHOUSE_VARIABLE} ({wheelhouse}) is not used for the {flavor.name} flavor: "
                    f"{foreign.name} is not a CUDA {flavor.version('cuda')} build of torch")
             wheelhouse = None
-    return SourceOptions(
+    sources = SourceOptions(
         ca_bundle=Path(ca_bundle) if ca_bundle else None,
         wheelhouse=Path(wheelhouse) if wheelhouse else None,
         index_url=index_url,
         extra_index_urls=list(extra_index_urls or []),
     )
+    check_sources(flavor, sources)
+    return sources
 
 
 def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
@@ -67,7 +70,7 @@ def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
 
 
 def check_sources(flavor: Flavor, sources: SourceOptions) -> None:
-    """Refuses build options that cannot work, before any docker step."""
+    """Refuses build options that cannot work, before anything is written or any docker step."""
     if sources.ca_bundle is not None and not sources.ca_bundle.is_file():
         raise bad_value("--ca-bundle", str(sources.ca_bundle), "is not a file",
                         "a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")

@@ -17,15 +17,24 @@ from trainstack.console import reports_errors
 from trainstack.errors import bad_value, whole_number
 
 
+def _flavor_name(gpu: bool, flavor: str | None) -> str:
+    """The flavor --flavor names, else gpu with --gpu, else cpu; both together are refused."""
+    if gpu and flavor is not None:
+        raise bad_value("--flavor", flavor, "cannot be given with --gpu",
+                        "--gpu alone (the gpu flavor), or --flavor NAME alone")
+    return flavor or ("gpu" if gpu else "cpu")
+
+
 def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):
     from trainstack.matrix import load_matrix, parse_overrides
 
+    name = _flavor_name(gpu, flavor)
     overrides = parse_overrides(settings)
     base_image = base_image or os.environ.get("TRAINSTACK_BASE_IMAGE")
     if base_image:
         overrides.setdefault("base_image", base_image)
     matrix = load_matrix()
-    return matrix, matrix.flavor(flavor or ("gpu" if gpu else "cpu"), overrides)
+    return matrix, matrix.flavor(name, overrides)
 
 
 def _index_url(option: str, url: str | None) -> str | None:
@@ -88,20 +97,24 @@ def render(c, gpu=False, flavor=None, set=None, base_image=None, ca_bundle=None,
         "ca-bundle": "CA bundle for TLS-intercepting proxies, used during the build only (default $TRAINSTACK_CA_BUNDLE)",
         "tag": "extra tag NAME:TAG (repeatable)",
         "no-cache": "build every layer anew",
+        "skip-published-check": "do not check that the pinned versions are published (a --set pin no index "
+                                "answered for stops the build otherwise)",
     },
 )
 @reports_errors
 def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None, index_url=None,
-          extra_index_url=None, ca_bundle=None, tag=None, no_cache=False):
+          extra_index_url=None, ca_bundle=None, tag=None, no_cache=False, skip_published_check=False):
     """Build, verify and tag a training image (default: the cpu flavor)."""
     from trainstack.build import build_image
     from trainstack.identity import check_reference
+    from trainstack.published import overridden_pins
 
     for extra_tag in tag or []:
         check_reference("--tag", extra_tag)
     image_matrix, chosen = _flavor(gpu, flavor, set, base_image)
     built = build_image(chosen, image_matrix.image_name, _sources(chosen, ca_bundle, wheelhouse, index_url, extra_index_url),
-                        extra_tags=tag, no_cache=no_cache)
+                        extra_tags=tag, no_cache=no_cache, skip_published_check=skip_published_check,
+                        must_check=overridden_pins(image_matrix.flavors[chosen.name], chosen))
     print(f"\nbuilt and verified {built.image_id[:19]}: " + ", ".join(built.tags))
 
 
@@ -123,7 +136,8 @@ def push(c, registry, gpu=False, flavor=None):
     from trainstack.publish import push_flavor
 
     image_matrix = load_matrix()
-    for pushed in push_flavor(image_matrix.image_name, flavor or ("gpu" if gpu else "cpu"), registry):
+    name = image_matrix.flavor(_flavor_name(gpu, flavor)).name
+    for pushed in push_flavor(image_matrix.image_name, name, registry):
         print(pushed)
 
 
@@ -142,7 +156,7 @@ def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str
     from trainstack.sbom import read_image_sbom
 
     reference = check_reference("--image", image) if image else flavor_image(
-        load_matrix().flavor(flavor or ("gpu" if gpu else "cpu")).name)
+        load_matrix().flavor(_flavor_name(gpu, flavor)).name)
     return f"{reference}:{SBOM_PATH}", read_image_sbom(docker_client.connect(), reference)
 
 
@@ -201,7 +215,7 @@ def train(c, gpu=False, flavor=None, processes="2"):
     from trainstack.identity import flavor_image
     from trainstack.matrix import load_matrix
 
-    name = load_matrix().flavor(flavor or ("gpu" if gpu else "cpu")).name
+    name = load_matrix().flavor(_flavor_name(gpu, flavor)).name
     train_in_image(flavor_image(name), whole_number("--processes", processes))
 
 

@@ -155,8 +155,7 @@ def test_a_cpu_torch_in_the_wheelhouse_is_refused_for_gpu_flavors(matrix, tmp_pa
     with pytest.raises(TrainstackError, match=r"torch-2\.13\.0\+cpu.*is torch 2\.13\.0\+cpu, not a CUDA .* build"):
         check_sources(matrix.flavor(name), sources)
     with pytest.raises(TrainstackError, match="without --wheelhouse"):
-        write_build_context(matrix.flavor(name), sources, tmp_path / "context")
-    assert not (tmp_path / "context").exists()
+        sources_for(matrix.flavor(name), wheelhouse=str(tmp_path))
     check_sources(matrix.flavor("cpu"), sources)
 
 
