@@ -24,7 +24,7 @@ from pathlib import Path
 
 from trainstack import docker_client
 from trainstack.identity import EXAMPLES_DIR
-from trainstack.workflows import WORKFLOWS, summary
+from trainstack.image.workflows import WORKFLOWS, summary
 
 RESULTS = Path(__file__).parent / "results" / "workflows.json"
 PAIR_RESULTS = Path(__file__).parent / "results" / "workflow_pairs.json"

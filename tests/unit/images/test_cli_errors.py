@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from trainstack.matrix import REPO_ROOT
+from trainstack.image.matrix import REPO_ROOT
 
 
 def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:

@@ -3,8 +3,8 @@ import dataclasses
 import pytest
 
 from pooltemplates import TemplateError
-from trainstack.dockerfile import render_dockerfile
-from trainstack.matrix import MATRIX_PATH, PATCHES_DIR, MatrixError, load_matrix, parse_overrides
+from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.matrix import MATRIX_PATH, PATCHES_DIR, MatrixError, load_matrix, parse_overrides
 
 PATCHES = ", ".join(sorted(path.name for path in PATCHES_DIR.glob("*.patch")))
 

@@ -6,10 +6,10 @@ import urllib.error
 import pytest
 from packaging.version import Version
 
-from trainstack import published
 from trainstack.errors import TrainstackError
-from trainstack.matrix import load_matrix
-from trainstack.published import (
+from trainstack.image import published
+from trainstack.image.matrix import load_matrix
+from trainstack.image.published import (
     PYPI_SIMPLE_URL,
     Pin,
     listing_versions,
@@ -18,7 +18,7 @@ from trainstack.published import (
     pip_indexes,
     wheelhouse_versions,
 )
-from trainstack.sources import SourceOptions
+from trainstack.image.sources import SourceOptions
 
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 CPU_TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"

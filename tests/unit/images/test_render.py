@@ -2,12 +2,12 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.build_context import write_build_context
-from trainstack.dockerfile import render_dockerfile
 from trainstack.errors import TrainstackError
-from trainstack.matrix import load_matrix
-from trainstack.requirements import framework_requirements, library_requirements, no_deps_requirements
-from trainstack.sources import SourceOptions, sources_for
+from trainstack.image.build_context import write_build_context
+from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.matrix import load_matrix
+from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
+from trainstack.image.sources import SourceOptions, sources_for
 
 PROXY_SOURCES = SourceOptions(ca_bundle=Path("/ca.pem"), wheelhouse=Path("/wheels"))
 
@@ -108,7 +108,8 @@ def test_a_build_checks_its_sources_once(monkeypatch, tmp_path):
     """`invoke build` reads and checks the source options once, then writes the context and builds with them."""
     from invoke import Context
 
-    from trainstack import build, build_context, docker_client, sources
+    from trainstack import docker_client
+    from trainstack.image import build, build_context, sources
     from trainstack.tasks import images
 
     checked = []

@@ -3,14 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from trainstack import resolver
-from trainstack.build_context import write_build_context
-from trainstack.cuda_build import cuda_build
-from trainstack.dockerfile import horovod_build_env, render_dockerfile
 from trainstack.errors import TrainstackError
-from trainstack.matrix import MatrixError, load_matrix
-from trainstack.requirements import framework_requirements, library_requirements
-from trainstack.sources import SourceOptions, check_sources, sources_for
+from trainstack.image import resolver
+from trainstack.image.build_context import write_build_context
+from trainstack.image.cuda_build import cuda_build
+from trainstack.image.dockerfile import horovod_build_env, render_dockerfile
+from trainstack.image.matrix import MatrixError, load_matrix
+from trainstack.image.requirements import framework_requirements, library_requirements
+from trainstack.image.sources import SourceOptions, check_sources, sources_for
 
 GPU_FLAVORS = ["gpu", "gpu-cu13"]
 NVIDIA_APT = {"cuda.build_tools": "apt"}

@@ -20,8 +20,9 @@ import yaml
 
 from pooltemplates import TemplateError, TemplateWarning, load_template, packaged_templates, render
 from pooltemplates.targets import k8s
-from trainstack import dockerfile, identity
-from trainstack.matrix import load_matrix
+from trainstack import identity
+from trainstack.image import dockerfile
+from trainstack.image.matrix import load_matrix
 
 CRDS = Path(__file__).parents[2] / "support" / "crds"
 MANIFEST_TARGETS = ("spark-application", "pytorchjob", "mpijob", "trainjob-torch", "trainjob-mpi")

@@ -16,7 +16,6 @@ import docker
 import docker.errors
 
 from trainstack import docker_client
-from trainstack.build_context import write_build_context
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
 from trainstack.identity import (
@@ -28,7 +27,8 @@ from trainstack.identity import (
     image_tags,
     site_packages,
 )
-from trainstack.manifest import (
+from trainstack.image.build_context import write_build_context
+from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
     cuda_stack_mismatches,
@@ -37,10 +37,10 @@ from trainstack.manifest import (
     pip_check_problems,
     setid_problems,
 )
-from trainstack.matrix import REPO_ROOT, Flavor
-from trainstack.published import check_published
-from trainstack.sbom import sbom_problems
-from trainstack.sources import SourceOptions
+from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.published import check_published
+from trainstack.image.sbom import sbom_problems
+from trainstack.image.sources import SourceOptions
 
 BUILD_DIR = REPO_ROOT / "build"
 # images/scripts/check_cuda_stack.py, run in GPU images as their user.

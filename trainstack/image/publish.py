@@ -15,7 +15,7 @@ from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
 from trainstack.identity import MANIFEST_PATH, SBOM_PATH, image_reference, image_tags
-from trainstack.sbom import read_image_sbom
+from trainstack.image.sbom import read_image_sbom
 
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 

@@ -7,8 +7,8 @@ from typing import Sequence
 
 from trainrun.doctor import driver_minimum
 from trainstack.identity import image_reference
-from trainstack.matrix import Flavor, Matrix
-from trainstack.workflows import Workflow
+from trainstack.image.matrix import Flavor, Matrix
+from trainstack.image.workflows import Workflow
 
 COLUMNS = ["python", "torch", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
 

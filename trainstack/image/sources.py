@@ -11,7 +11,7 @@ from packaging.version import Version
 
 from trainstack.console import report
 from trainstack.errors import bad_value
-from trainstack.matrix import Flavor
+from trainstack.image.matrix import Flavor
 
 BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
 # Machine-wide defaults for builds (./dev writes them to .trainstack.env).

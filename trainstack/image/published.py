@@ -28,8 +28,8 @@ from packaging.version import Version
 
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
-from trainstack.matrix import Flavor
-from trainstack.sources import SourceOptions, pip_source_env
+from trainstack.image.matrix import Flavor
+from trainstack.image.sources import SourceOptions, pip_source_env
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple"
 SKIP_ENV = "TRAINSTACK_SKIP_PUBLISHED_CHECK"

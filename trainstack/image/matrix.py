@@ -22,7 +22,7 @@ from packaging.version import InvalidVersion, Version
 from pooltemplates import MAX_SHOWN, Problem, parse_assignments
 from trainstack.errors import TrainstackError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MATRIX_PATH = REPO_ROOT / "images" / "matrix.yaml"
 SCHEMA_PATH = REPO_ROOT / "images" / "matrix.schema.json"
 PATCHES_DIR = REPO_ROOT / "images" / "patches"
