@@ -1,4 +1,4 @@
-"""Wall time of each user workflow (trainstack/workflows.py) in a built image, and trainrun against the
+"""Wall time of each user workflow (trainstack/image/workflows.py) in a built image, and trainrun against the
 plain launcher users would otherwise type, on the same training.
 
     python benchmarks/workflows.py [--image trainstack:cpu]             # every workflow once

@@ -1,5 +1,5 @@
 """Tables for people: `invoke matrix` prints the version table, and `invoke docs` regenerates the
-README's version, GPU flavor and workflow tables from the matrix and trainstack/workflows.py."""
+README's version, GPU flavor and workflow tables from the matrix and trainstack/image/workflows.py."""
 from __future__ import annotations
 
 import shlex

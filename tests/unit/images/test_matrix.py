@@ -128,7 +128,7 @@ def test_list_fields_are_typed_by_the_schema(matrix):
 
 
 def test_well_formed_unknown_versions_pass_until_pip_resolves_them(matrix):
-    # No offline list of releases exists: trainstack/resolver.py asks PyPI, and only for GPU stacks.
+    # No offline list of releases exists: trainstack/image/resolver.py asks PyPI, and only for GPU stacks.
     assert matrix.flavor("cpu", {"torch": "99.0.0"}).version("torch") == "99.0.0"
 
 
