@@ -18,11 +18,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainstack import docker_client
-from trainstack.build import BUILD_DIR, run_build
-from trainstack.build_context import write_build_context
 from trainstack.identity import flavor_image, site_packages
-from trainstack.matrix import load_matrix
-from trainstack.sources import sources_for
+from trainstack.image.build import BUILD_DIR, run_build
+from trainstack.image.build_context import write_build_context
+from trainstack.image.matrix import load_matrix
+from trainstack.image.sources import sources_for
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
 SIZE_TARGETS_GB = {"cpu": 3.5, "gpu": 8.0, "gpu-cu13": 10.0}

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from trainstack import docker_client, nodes
 from trainstack.identity import EXAMPLES_DIR
-from trainstack.workflows import CHECKPOINTS, summary
+from trainstack.image.workflows import CHECKPOINTS, summary
 
 RESULTS = Path(__file__).parent / "results" / "multinode.json"
 EXAMPLE = ["python", f"{EXAMPLES_DIR}/horovod_torch_mnist.py", "--checkpoint-dir", CHECKPOINTS]

@@ -1,4 +1,4 @@
-"""Wall time of each user workflow (trainstack/workflows.py) in a built image, and trainrun against the
+"""Wall time of each user workflow (trainstack/image/workflows.py) in a built image, and trainrun against the
 plain launcher users would otherwise type, on the same training.
 
     python benchmarks/workflows.py [--image trainstack:cpu]             # every workflow once
@@ -24,7 +24,7 @@ from pathlib import Path
 
 from trainstack import docker_client
 from trainstack.identity import EXAMPLES_DIR
-from trainstack.workflows import WORKFLOWS, summary
+from trainstack.image.workflows import WORKFLOWS, summary
 
 RESULTS = Path(__file__).parent / "results" / "workflows.json"
 PAIR_RESULTS = Path(__file__).parent / "results" / "workflow_pairs.json"

@@ -60,7 +60,7 @@ def run_in_image(client: docker.DockerClient, image: str, command: list[str], ti
     return run_container(client, {"image": image, "command": command}, timeout=timeout)
 
 
-# How pool.up and nodes.up refuse an option: their error type's bad_option(option, value, rule, valid).
+# How pool.up and nodes.up refuse an option: their error type's bad_option (TrainstackError.bad_option).
 BadOption = Callable[[str, Any, str, str], TrainstackError]
 
 

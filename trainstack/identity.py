@@ -10,7 +10,7 @@ from typing import Any
 from packaging.version import Version
 
 from trainstack.errors import bad_value
-from trainstack.matrix import Flavor, load_matrix
+from trainstack.image.matrix import Flavor, load_matrix
 
 # Docker's reference grammar (distribution/reference): [HOST[:PORT]/]NAME[/NAME...][:TAG].
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"

@@ -10,7 +10,7 @@ import sys
 import warnings
 from pathlib import Path
 
-from .errors import TemplateError, TemplateWarning
+from .errors import Problem, TemplateError, TemplateWarning
 from .loading import load_template, packaged_templates, read_template
 from .overrides import parse_assignments
 from .schema import PoolTemplate
@@ -55,6 +55,15 @@ def render_checked(name: str, target: str, assignments: list[str], **parameters:
     return render(load_checked(name, assignments), target, **parameters)
 
 
+def write_out(out: str, text: str) -> None:
+    """`text` into the file `out`; TemplateError (one line, no traceback) where it cannot be written."""
+    try:
+        Path(out).write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise TemplateError("--out", [Problem("--out", out, f"cannot be written ({exc.strerror})",
+                                              "a file path in an existing, writable folder")]) from None
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pooltemplates", description="Spark GPU pool templates.")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -84,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             parameters = {option: getattr(args, option) for option in TARGET_OPTIONS}
             text = render_checked(args.name, args.target, args.assignments, **parameters)
             if args.out:
-                Path(args.out).write_text(text, encoding="utf-8")
+                write_out(args.out, text)
             else:
                 print(text, end="")
     except TemplateError as exc:

@@ -8,7 +8,7 @@ from typing import Any, Callable, Literal, NewType
 # A JVM memory string ("60g"); YAML may hold a bare number, kept as text for the size rules.
 Memory = NewType("Memory", str)
 
-JobKind = Literal["plain", "barrier", "horovod"]
+JobKind = Literal["plain", "barrier", "horovod", "torch-distributor"]
 SerializerType = Literal["kryo", "java"]
 
 SERIALIZER_CLASSES = {

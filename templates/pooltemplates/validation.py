@@ -10,7 +10,10 @@ from .units import MAX_SIZE, MIB, SIZE_EXAMPLE, parse_size
 
 # SPARK-19006: Kryo's buffer is indexed by int, so Spark rejects a max of 2048 MiB or more.
 KRYO_BUFFER_LIMIT_MIB = 2048
-BARRIER_KINDS = ("barrier", "horovod")
+BARRIER_KINDS = ("barrier", "horovod", "torch-distributor")
+# PySpark 4.3's TorchDistributor(local_mode=False) (_get_num_tasks) reads this with int(): a fraction raises
+# ValueError, 0 a RuntimeError; it runs num_processes / amount barrier tasks of `amount` processes each.
+TORCH_DISTRIBUTOR_RULE = "PySpark's TorchDistributor reads spark.task.resource.gpu.amount with int()"
 # The counts' ranges: the least Spark runs with, and maxima far above real pools, so that a typo such as
 # executor.cores=1000000 is refused: the largest hosts have 768 hardware threads and 16 GPUs, and the largest
 # Spark clusters reported run some thousands of nodes.
@@ -30,9 +33,12 @@ def validate(template: PoolTemplate) -> list[Problem]:
     count_errors = list(_counts(template))
     errors = [*count_errors, *_sizes(template), *_kryo_buffer(template),
               *_discovery_script(template), *_extra_conf(template)]
+    if not {problem.field for problem in count_errors} & {"gpu.per_executor", "gpu.per_task"}:
+        errors += _gpu_amounts(template)
     if not count_errors:  # the rules below compute task slots from these counts
-        errors += [*_task_cpus(template), *_gpu_amounts(template), *_barrier(template),
-                   *_horovod(template)]
+        errors += [*_task_cpus(template), *_barrier(template),
+                   *_horovod(template),
+                   *torch_distributor_problems(template, template.job.processes, "job.processes")]
     if errors:
         raise TemplateError(f"template {template.name!r}", errors)
     return [*_gpu_reserve_warnings(template), *_serializer_warnings(template)]
@@ -120,8 +126,11 @@ def _gpu_amounts(template: PoolTemplate) -> Iterator[Problem]:
 
 
 def _dividing_amounts(per_executor: int) -> str:
-    wholes = [str(n) for n in range(1, per_executor + 1) if per_executor % n == 0]
-    return ", ".join(wholes) + ", or a fraction 1/n such as 0.5, 0.25, 0.125"
+    return _whole_divisors(per_executor) + ", or a fraction 1/n such as 0.5, 0.25, 0.125"
+
+
+def _whole_divisors(per_executor: int) -> str:
+    return ", ".join(str(n) for n in range(1, per_executor + 1) if per_executor % n == 0)
 
 
 def _discovery_script(template: PoolTemplate) -> Iterator[Problem]:
@@ -135,22 +144,47 @@ def _discovery_script(template: PoolTemplate) -> Iterator[Problem]:
 def _barrier(template: PoolTemplate) -> Iterator[Problem]:
     if template.job.kind not in BARRIER_KINDS:
         return
-    yield from barrier_problems(template, template.job.processes, "job.processes")
+    yield from barrier_problems(template, template.job.processes, "job.processes", _processes_per_task(template))
 
 
-def barrier_problems(template: PoolTemplate, processes: int | None,
-                     processes_field: str) -> Iterator[Problem]:
-    """Why a barrier stage of `processes` tasks would fail on this pool (SPARK-24954, SPARK-24819)."""
+def _processes_per_task(template: PoolTemplate) -> int:
+    """A TorchDistributor task runs one process per GPU it holds; any other barrier task, one process."""
+    if template.job.kind == "torch-distributor" and template.uses_gpus and template.gpu.per_task >= 1:
+        return int(template.gpu.per_task)
+    return 1
+
+
+def torch_distributor_problems(template: PoolTemplate, processes: int | None,
+                               processes_field: str) -> Iterator[Problem]:
+    """Why TorchDistributor(use_gpu=True, local_mode=False) would fail on this pool's GPU amounts."""
+    if template.job.kind != "torch-distributor" or not template.uses_gpus:
+        return
+    per_task = template.gpu.per_task
+    if per_task < 1 or not float(per_task).is_integer():
+        yield Problem("gpu.per_task", per_task,
+                      f"{TORCH_DISTRIBUTOR_RULE}, so a TorchDistributor job needs whole GPUs per task",
+                      f"a whole number that divides gpu.per_executor: {_whole_divisors(template.gpu.per_executor)}")
+    elif processes is not None and processes % int(per_task):
+        yield Problem(processes_field, processes,
+                      f"TorchDistributor needs num_processes to be a multiple of spark.task.resource.gpu.amount "
+                      f"({int(per_task)})", f"a multiple of {int(per_task)}")
+
+
+def barrier_problems(template: PoolTemplate, processes: int | None, processes_field: str,
+                     processes_per_task: int = 1) -> Iterator[Problem]:
+    """Why a barrier stage running `processes` (`processes_per_task` in each task) would fail on this pool
+    (SPARK-24954, SPARK-24819)."""
     if template.dynamic_allocation:
         yield Problem("dynamic_allocation", True,
                       "barrier jobs fail fast with dynamic allocation on (SPARK-24954)", "false")
     slots = template.total_task_slots()
-    if processes is not None and processes > slots:
+    per_slot = "process" if processes_per_task == 1 else f"{processes_per_task} processes"
+    if processes is not None and math.ceil(processes / processes_per_task) > slots:
         yield Problem(processes_field, processes,
-                      f"a barrier job needs a task slot per process; the pool has {slots} "
+                      f"a barrier job needs a task slot per {per_slot}; the pool has {slots} "
                       f"({template.executor.instances} executors x "
                       f"{template.task_slots_per_executor()} slots) (SPARK-24819)",
-                      f"at most {slots}, or more executors, cores or GPUs")
+                      f"at most {slots * processes_per_task}, or more executors, cores or GPUs")
 
 
 def _horovod(template: PoolTemplate) -> Iterator[Problem]:
@@ -194,10 +228,12 @@ def _serializer_warnings(template: PoolTemplate) -> Iterator[Problem]:
 
 def check_barrier_job(template: PoolTemplate, num_processes: int, use_gpu: bool) -> None:
     """Raise TemplateError if `num_processes` barrier tasks (on GPUs if `use_gpu`) cannot all start."""
-    problems = list(barrier_problems(template, num_processes, "num_processes"))
+    problems = list(barrier_problems(template, num_processes, "num_processes", _processes_per_task(template)))
     if num_processes < 1:
         problems.append(Problem("num_processes", num_processes, "a job needs a process",
                                 "a whole number >= 1"))
+    if use_gpu:
+        problems += torch_distributor_problems(template, num_processes, "num_processes")
     if use_gpu and not template.uses_gpus:
         problems.append(Problem("gpu.per_executor", template.gpu.per_executor,
                                 "a GPU job needs a template whose executors have GPUs",

@@ -10,7 +10,7 @@ import docker.errors
 import pytest
 
 from trainstack.docker_client import run_container
-from trainstack.matrix import Flavor, load_matrix
+from trainstack.image.matrix import Flavor, load_matrix
 
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
 UNITS_DIR = Path(__file__).parent / "units"

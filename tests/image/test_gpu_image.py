@@ -12,8 +12,8 @@ import os
 import docker
 import pytest
 
-from trainstack.build import CUDA_STACK_CHECK, verify_image
-from trainstack.manifest import (
+from trainstack.image.build import CUDA_STACK_CHECK, verify_image
+from trainstack.image.manifest import (
     HOROVOD_MODULES,
     HOROVOD_NAMES,
     LOADED_ONCE_LIBRARIES,
@@ -21,7 +21,7 @@ from trainstack.manifest import (
     nccl_version_code,
     pip_check_problems,
 )
-from trainstack.matrix import Flavor, load_matrix
+from trainstack.image.matrix import Flavor, load_matrix
 
 GPU_IMAGE = os.environ.get("TRAINSTACK_TEST_GPU_IMAGE")
 ALLREDUCE_UNITS = {"pytorch": ("hvd_allreduce_torch.py", "torch"), "tensorflow": ("hvd_allreduce_tf.py", "tf")}

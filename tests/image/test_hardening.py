@@ -4,8 +4,8 @@ import json
 import pytest
 
 from trainstack.identity import MANIFEST_PATH, SBOM_PATH
-from trainstack.manifest import SETID_FIND, setid_problems
-from trainstack.sbom import debian_packages, normalize, python_packages, read_image_sbom
+from trainstack.image.manifest import SETID_FIND, setid_problems
+from trainstack.image.sbom import debian_packages, normalize, python_packages, read_image_sbom
 
 
 @pytest.fixture(scope="module")

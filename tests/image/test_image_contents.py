@@ -3,7 +3,7 @@ import io
 import json
 import tarfile
 
-from trainstack.build import verify_image
+from trainstack.image.build import verify_image
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
 

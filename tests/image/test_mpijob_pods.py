@@ -28,7 +28,7 @@ import pytest
 import yaml
 
 from pooltemplates import load_template, render
-from trainstack.workflows import checkpoint_writers, summary
+from trainstack.image.workflows import checkpoint_writers, summary
 
 OVERRIDES = {"gpu.per_executor": "0", "executor.cores": "1", "executor.memory": "2g", "job.processes": "2"}
 CONFIG_MOUNT = "/etc/mpi"

@@ -25,8 +25,8 @@ import pytest
 
 from trainstack import nodes
 from trainstack.identity import EXAMPLES_DIR, NODES_LABEL
+from trainstack.image.workflows import checkpoint_writers, summary
 from trainstack.nodes.lookup import find_nodes, nodes_containers
-from trainstack.workflows import checkpoint_writers, summary
 
 UNITS_DIR = Path(__file__).parent / "units"
 RANKS_DIR = Path(__file__).parents[1] / "support" / "ranks"

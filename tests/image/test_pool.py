@@ -20,9 +20,9 @@ import pytest
 from trainstack import localpool as pool
 from trainstack.docker_client import run_container
 from trainstack.identity import EXAMPLES_DIR, POOL_CONF_LABEL, POOL_LABEL
+from trainstack.image.workflows import summary
 from trainstack.localpool.master import read_master_state
 from trainstack.localpool.specs import driver_kwargs
-from trainstack.workflows import summary
 
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240

@@ -7,7 +7,7 @@ import urllib.request
 import docker.errors
 import pytest
 
-from trainstack.publish import push_flavor
+from trainstack.image.publish import push_flavor
 
 
 def _free_port() -> int:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from trainstack.matrix import apply_overrides, load_matrix
-from trainstack.resolver import create_resolver_pip, resolve
+from trainstack.image.matrix import apply_overrides, load_matrix
+from trainstack.image.resolver import create_resolver_pip, resolve
 
 # One resolution takes 20 to 45 s with a cold cache on a busy 2-core machine.
 pytestmark = pytest.mark.timeout(120)

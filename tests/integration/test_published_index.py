@@ -9,11 +9,11 @@ from typing import Iterator
 import pytest
 from packaging.utils import canonicalize_name
 
-from trainstack import published
 from trainstack.errors import TrainstackError
-from trainstack.matrix import load_matrix
-from trainstack.published import check_published, pinned_packages
-from trainstack.sources import SourceOptions
+from trainstack.image import published
+from trainstack.image.matrix import load_matrix
+from trainstack.image.published import check_published, pinned_packages
+from trainstack.image.sources import SourceOptions
 
 pytestmark = pytest.mark.timeout(60)
 

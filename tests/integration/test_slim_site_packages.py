@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.matrix import REPO_ROOT
+from trainstack.image.matrix import REPO_ROOT
 
 pytestmark = pytest.mark.skipif(not (shutil.which("gcc") and shutil.which("strip") and shutil.which("objcopy")),
                                 reason="needs gcc and binutils")

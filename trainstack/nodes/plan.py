@@ -12,7 +12,6 @@ from typing import Any
 
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
 from trainrun.validate import MAX_RANKS
-from trainstack.dockerfile import IMAGE_USER
 from trainstack.identity import (
     EXAMPLES_DIR,
     NODES_LABEL,
@@ -24,6 +23,7 @@ from trainstack.identity import (
     check_reference,
     flavor_image,
 )
+from trainstack.image.dockerfile import IMAGE_USER
 
 from .errors import NodesError
 

@@ -17,15 +17,24 @@ from trainstack.console import reports_errors
 from trainstack.errors import bad_value, whole_number
 
 
-def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):
-    from trainstack.matrix import load_matrix, parse_overrides
+def _flavor_name(gpu: bool, flavor: str | None) -> str:
+    """The flavor --flavor names, else gpu with --gpu, else cpu; both together are refused."""
+    if gpu and flavor is not None:
+        raise bad_value("--flavor", flavor, "cannot be given with --gpu",
+                        "--gpu alone (the gpu flavor), or --flavor NAME alone")
+    return flavor or ("gpu" if gpu else "cpu")
 
+
+def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):
+    from trainstack.image.matrix import load_matrix, parse_overrides
+
+    name = _flavor_name(gpu, flavor)
     overrides = parse_overrides(settings)
     base_image = base_image or os.environ.get("TRAINSTACK_BASE_IMAGE")
     if base_image:
         overrides.setdefault("base_image", base_image)
     matrix = load_matrix()
-    return matrix, matrix.flavor(flavor or ("gpu" if gpu else "cpu"), overrides)
+    return matrix, matrix.flavor(name, overrides)
 
 
 def _index_url(option: str, url: str | None) -> str | None:
@@ -36,7 +45,7 @@ def _index_url(option: str, url: str | None) -> str | None:
 
 
 def _sources(flavor, ca_bundle, wheelhouse, index_url, extra_index_url):
-    from trainstack.sources import sources_for
+    from trainstack.image.sources import sources_for
 
     return sources_for(flavor, ca_bundle, wheelhouse, _index_url("--index-url", index_url),
                        [_index_url("--extra-index-url", url) for url in extra_index_url or []])
@@ -46,8 +55,8 @@ def _sources(flavor, ca_bundle, wheelhouse, index_url, extra_index_url):
 @reports_errors
 def matrix(c, gpu=False):
     """Print every flavor of images/matrix.yaml with its component versions."""
-    from trainstack.docs import flavor_table
-    from trainstack.matrix import load_matrix
+    from trainstack.image.docs import flavor_table
+    from trainstack.image.matrix import load_matrix
 
     print(flavor_table(load_matrix(), gpu_only=gpu))
 
@@ -55,9 +64,9 @@ def matrix(c, gpu=False):
 @task
 def docs(c):
     """Regenerate the README's version table (from the matrix) and workflow table."""
-    from trainstack.docs import with_generated_tables
-    from trainstack.matrix import REPO_ROOT, load_matrix
-    from trainstack.workflows import WORKFLOWS
+    from trainstack.image.docs import with_generated_tables
+    from trainstack.image.matrix import REPO_ROOT, load_matrix
+    from trainstack.image.workflows import WORKFLOWS
 
     readme = REPO_ROOT / "README.md"
     readme.write_text(with_generated_tables(readme.read_text(), load_matrix(), WORKFLOWS))
@@ -67,8 +76,8 @@ def docs(c):
 @reports_errors
 def render(c, gpu=False, flavor=None, set=None, base_image=None, ca_bundle=None, wheelhouse=None):
     """Render a flavor's Dockerfile and build context under build/FLAVOR/ for inspection."""
-    from trainstack.build import BUILD_DIR
-    from trainstack.build_context import write_build_context
+    from trainstack.image.build import BUILD_DIR
+    from trainstack.image.build_context import write_build_context
 
     _, chosen = _flavor(gpu, flavor, set, base_image)
     out = write_build_context(chosen, _sources(chosen, ca_bundle, wheelhouse, None, None), BUILD_DIR / chosen.name)
@@ -88,20 +97,24 @@ def render(c, gpu=False, flavor=None, set=None, base_image=None, ca_bundle=None,
         "ca-bundle": "CA bundle for TLS-intercepting proxies, used during the build only (default $TRAINSTACK_CA_BUNDLE)",
         "tag": "extra tag NAME:TAG (repeatable)",
         "no-cache": "build every layer anew",
+        "skip-published-check": "do not check that the pinned versions are published (a --set pin no index "
+                                "answered for stops the build otherwise)",
     },
 )
 @reports_errors
 def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None, index_url=None,
-          extra_index_url=None, ca_bundle=None, tag=None, no_cache=False):
+          extra_index_url=None, ca_bundle=None, tag=None, no_cache=False, skip_published_check=False):
     """Build, verify and tag a training image (default: the cpu flavor)."""
-    from trainstack.build import build_image
     from trainstack.identity import check_reference
+    from trainstack.image.build import build_image
+    from trainstack.image.published import overridden_pins
 
     for extra_tag in tag or []:
         check_reference("--tag", extra_tag)
     image_matrix, chosen = _flavor(gpu, flavor, set, base_image)
     built = build_image(chosen, image_matrix.image_name, _sources(chosen, ca_bundle, wheelhouse, index_url, extra_index_url),
-                        extra_tags=tag, no_cache=no_cache)
+                        extra_tags=tag, no_cache=no_cache, skip_published_check=skip_published_check,
+                        must_check=overridden_pins(image_matrix.flavors[chosen.name], chosen))
     print(f"\nbuilt and verified {built.image_id[:19]}: " + ", ".join(built.tags))
 
 
@@ -109,7 +122,7 @@ def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None,
 @reports_errors
 def base(c, tag=None):
     """Make a Debian bookworm base image offline (debootstrap + docker import)."""
-    from trainstack.base_image import DEFAULT_BASE_TAG, make_base_image
+    from trainstack.image.base_image import DEFAULT_BASE_TAG, make_base_image
 
     image_id = make_base_image(tag or DEFAULT_BASE_TAG)
     print(f"{tag or DEFAULT_BASE_TAG} {image_id[:19]}")
@@ -119,17 +132,18 @@ def base(c, tag=None):
 @reports_errors
 def push(c, registry, gpu=False, flavor=None):
     """Push a built flavor under its content tag and its short tag."""
-    from trainstack.matrix import load_matrix
-    from trainstack.publish import push_flavor
+    from trainstack.image.matrix import load_matrix
+    from trainstack.image.publish import push_flavor
 
     image_matrix = load_matrix()
-    for pushed in push_flavor(image_matrix.image_name, flavor or ("gpu" if gpu else "cpu"), registry):
+    name = image_matrix.flavor(_flavor_name(gpu, flavor)).name
+    for pushed in push_flavor(image_matrix.image_name, name, registry):
         print(pushed)
 
 
 def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str | None) -> tuple[str, dict]:
     """(where it came from, the SBOM): a file, an image reference, or a built flavor's image."""
-    from trainstack.sbom import parse_sbom
+    from trainstack.image.sbom import parse_sbom
 
     if sbom_file:
         path = Path(sbom_file)
@@ -138,11 +152,11 @@ def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str
         return sbom_file, parse_sbom(path.read_text(encoding="utf-8"), sbom_file)
     from trainstack import docker_client
     from trainstack.identity import SBOM_PATH, check_reference, flavor_image
-    from trainstack.matrix import load_matrix
-    from trainstack.sbom import read_image_sbom
+    from trainstack.image.matrix import load_matrix
+    from trainstack.image.sbom import read_image_sbom
 
     reference = check_reference("--image", image) if image else flavor_image(
-        load_matrix().flavor(flavor or ("gpu" if gpu else "cpu")).name)
+        load_matrix().flavor(_flavor_name(gpu, flavor)).name)
     return f"{reference}:{SBOM_PATH}", read_image_sbom(docker_client.connect(), reference)
 
 
@@ -179,7 +193,7 @@ def scan(c, gpu=False, flavor=None, image=None, sbom=None, require=False, osv_ur
     "no known vulnerabilities" of a package none answered for.
     """
     from trainstack.errors import TrainstackError
-    from trainstack.scan import OSV_URL, PYPI_URL, scan_sbom
+    from trainstack.image.scan import OSV_URL, PYPI_URL, scan_sbom
 
     osv_url = _index_url("--osv-url", osv_url) or OSV_URL
     pypi_url = _index_url("--pypi-url", pypi_url) or PYPI_URL
@@ -197,11 +211,11 @@ def scan(c, gpu=False, flavor=None, image=None, sbom=None, require=False, osv_ur
 @reports_errors
 def train(c, gpu=False, flavor=None, processes="2"):
     """Train the example model in a built image with `trainrun mpi` (the main job)."""
-    from trainstack.demo import train_in_image
     from trainstack.identity import flavor_image
-    from trainstack.matrix import load_matrix
+    from trainstack.image.demo import train_in_image
+    from trainstack.image.matrix import load_matrix
 
-    name = load_matrix().flavor(flavor or ("gpu" if gpu else "cpu")).name
+    name = load_matrix().flavor(_flavor_name(gpu, flavor)).name
     train_in_image(flavor_image(name), whole_number("--processes", processes))
 
 

@@ -1,11 +1,9 @@
 """invoke tasks for pool templates: list, validate, render (the `template` collection), over pooltemplates.cli."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from invoke import task
 
-from pooltemplates.cli import OVERRIDE_HELP, TARGET_OPTIONS, catalogue, load_checked, render_checked
+from pooltemplates.cli import OVERRIDE_HELP, TARGET_OPTIONS, catalogue, load_checked, render_checked, write_out
 from pooltemplates.targets import TARGETS
 from trainstack.console import reports_errors
 
@@ -42,6 +40,6 @@ def render_(c, name, target, set_=None, out=None, image=None, registry=None, nam
                           job_name=job_name, script=script, service_account=service_account, master=master,
                           node_type=node_type, driver_node_type=driver_node_type, spark_version=spark_version)
     if out:
-        Path(out).write_text(text, encoding="utf-8")
+        write_out(out, text)
     else:
         print(text, end="")

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from ..errors import Problem, TemplateError
 from ..schema import EXECUTOR_ENV_PREFIX, EXECUTOR_GPU_AMOUNT, EXECUTOR_GPU_DISCOVERY_SCRIPT, PoolTemplate
@@ -15,6 +16,9 @@ NODE_TYPE_BY_GPUS = {
 }
 CPU_RUNTIME = "15.4.x-scala2.12"
 GPU_RUNTIME = "15.4.x-gpu-ml-scala2.12"
+# A runtime version key as the Clusters API lists them (GET /api/2.1/clusters/spark-versions): 15.4.x-scala2.12,
+# 14.3.x-cpu-ml-scala2.12, 16.4.x-photon-scala2.12, 17.0.x-gpu-ml-scala2.13, or a custom:... image.
+RUNTIME_VERSION = re.compile(r"[0-9]+\.[0-9]+\.x(?:-[a-z0-9]+)*-scala[0-9]+\.[0-9]+|custom:[A-Za-z0-9._:/-]+")
 # The node type decides cores and memory; num_workers replaces the executor count;
 # Databricks GPU runtimes configure executor GPU amounts and discovery themselves.
 PLATFORM_KEYS = ("spark.driver.memory", "spark.driver.cores", "spark.executor.memory",
@@ -24,6 +28,10 @@ PLATFORM_KEYS = ("spark.driver.memory", "spark.driver.cores", "spark.executor.me
 
 def render(template: PoolTemplate, node_type: str | None = None,
            driver_node_type: str | None = None, spark_version: str | None = None) -> str:
+    if spark_version is not None and not RUNTIME_VERSION.fullmatch(spark_version):
+        raise TemplateError(f"databricks spec for {template.name!r}", [Problem(
+            "spark_version", spark_version, "is not a Databricks runtime version key",
+            f"e.g. {CPU_RUNTIME} or {GPU_RUNTIME} (`databricks clusters spark-versions` lists them)")])
     node_type = node_type or _default_node_type(template)
     spark_conf = {key: value for key, value in template.spark_conf().items()
                   if key not in PLATFORM_KEYS and not key.startswith(EXECUTOR_ENV_PREFIX)}

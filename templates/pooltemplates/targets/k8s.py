@@ -33,6 +33,13 @@ IMAGE_UID = 1000
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_VOLUME = "dshm"
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+# Docker's reference grammar (distribution/reference): a registry HOST[:PORT][/PATH], and a whole image
+# reference [REGISTRY/]NAME[/NAME...][:TAG]. trainstack.identity.REFERENCE is the host tooling's copy of the
+# latter (a unit test holds them equal); `invoke push --registry` checks this REGISTRY.
+_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+REGISTRY = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?(?:/{_COMPONENT})*")
+REGISTRY_VALID = "HOST[:PORT][/PATH], e.g. localhost:5000, registry.example:5000 or ghcr.io/org"
+REFERENCE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
 # Spark's binary units become Kubernetes' (g -> Gi); a size in bytes stays a plain number.
 _QUANTITY_UNITS = (("p", "Pi"), ("t", "Ti"), ("g", "Gi"), ("m", "Mi"), ("k", "Ki"))
 
@@ -91,7 +98,16 @@ def training_workers(template: PoolTemplate, target: str, even: bool) -> Workers
 
 
 def image_reference(template: PoolTemplate, image: str | None, registry: str | None) -> str:
-    """`image`, else the matrix's cpu or gpu image in `registry` under its content tag."""
+    """`image`, else the matrix's cpu or gpu image in `registry` under its content tag; refused (TemplateError)
+    where either is not what docker and Kubernetes read."""
+    problems = []
+    if image is not None and not REFERENCE.fullmatch(image):
+        problems.append(Problem("image", image, "is not a docker image reference",
+                                "[REGISTRY/]NAME[:TAG] in lower case, e.g. localhost:5000/trainstack:cpu"))
+    if registry is not None and not REGISTRY.fullmatch(registry):
+        problems.append(Problem("registry", registry, "is not a registry", REGISTRY_VALID))
+    if problems:
+        raise TemplateError(f"render {template.name!r}", problems)
     flavor = "gpu" if template.uses_gpus else "cpu"
     return image or f"{registry or DEFAULT_REGISTRY}/{IMAGE_NAME}:{IMAGE_TAGS[flavor]}"
 

@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pytest
 
-from trainstack import build, docker_client
-from trainstack.dockerfile import render_dockerfile
+from trainstack import docker_client
 from trainstack.errors import TrainstackError
 from trainstack.identity import CONSTRAINTS_PATH, MANIFEST_PATH, SBOM_PATH
-from trainstack.manifest import SETID_FIND, setid_problems
-from trainstack.matrix import load_matrix
+from trainstack.image import build
+from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.manifest import SETID_FIND, setid_problems
+from trainstack.image.matrix import load_matrix
 
 STRIP_STEP = "RUN find / -xdev -type f -perm /6000 -exec chmod a-s {} +"
 GOLDEN_SBOM = Path(__file__).parent / "golden" / "sbom.cdx.json"

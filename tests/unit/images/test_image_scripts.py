@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.matrix import REPO_ROOT
+from trainstack.image.matrix import REPO_ROOT
 
 SCRIPTS = REPO_ROOT / "images" / "scripts"
 NCCL = "/opt/venv/lib/python3.11/site-packages/nvidia/nccl/lib/libnccl.so.2"

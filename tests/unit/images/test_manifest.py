@@ -3,8 +3,8 @@ import copy
 import pytest
 
 from trainstack.identity import content_tag, image_tags
-from trainstack.manifest import manifest_mismatches, parse_constraints, pip_check_problems
-from trainstack.matrix import load_matrix
+from trainstack.image.manifest import manifest_mismatches, parse_constraints, pip_check_problems
+from trainstack.image.matrix import load_matrix
 
 CPU_MANIFEST = {
     "flavor": "cpu",

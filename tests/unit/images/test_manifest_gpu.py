@@ -2,8 +2,8 @@ import copy
 
 import pytest
 
-from trainstack.manifest import cuda_stack_mismatches, manifest_mismatches, nccl_version_code, parse_constraints
-from trainstack.matrix import load_matrix
+from trainstack.image.manifest import cuda_stack_mismatches, manifest_mismatches, nccl_version_code, parse_constraints
+from trainstack.image.matrix import load_matrix
 
 SITE = "/opt/venv/lib/python3.11/site-packages"
 NCCL = f"{SITE}/nvidia/nccl/lib/libnccl.so.2"

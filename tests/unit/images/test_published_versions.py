@@ -6,10 +6,10 @@ import urllib.error
 import pytest
 from packaging.version import Version
 
-from trainstack import published
 from trainstack.errors import TrainstackError
-from trainstack.matrix import load_matrix
-from trainstack.published import (
+from trainstack.image import published
+from trainstack.image.matrix import load_matrix
+from trainstack.image.published import (
     PYPI_SIMPLE_URL,
     Pin,
     listing_versions,
@@ -18,7 +18,7 @@ from trainstack.published import (
     pip_indexes,
     wheelhouse_versions,
 )
-from trainstack.sources import SourceOptions
+from trainstack.image.sources import SourceOptions
 
 TORCH_INDEX = "https://download.pytorch.org/whl/cpu"
 CPU_TORCH_WHEEL = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -193,3 +193,15 @@ def test_the_check_can_be_skipped(matrix, indexes, monkeypatch):
     monkeypatch.setenv(published.SKIP_ENV, "1")
     published.check_published(matrix.flavor("cpu", {"torch": "99.0.0"}), SourceOptions())
     assert fake.asked == []
+
+
+def test_a_set_pin_no_index_answered_for_is_refused_naming_the_skip_option(matrix, indexes, capsys):
+    cpu = matrix.flavor("cpu", {"torch": "99.0.0"})
+    indexes({PYPI_SIMPLE_URL: everything_published(cpu, torch=["2.13.0"])})
+    assert published.overridden_pins(matrix.flavors["cpu"], cpu) == {"torch.version"}
+    with pytest.raises(TrainstackError) as raised:
+        published.check_published(cpu, SourceOptions(), must_check={"torch.version"})
+    assert str(raised.value) == (
+        "torch.version = '99.0.0': could not be checked: no index answered "
+        f"({TORCH_INDEX}: no answer ([Errno -2] Name or service not known)) (valid: a version from a reachable "
+        "index (--index-url), or --skip-published-check to build without the check)")

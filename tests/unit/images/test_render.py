@@ -2,12 +2,12 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.build_context import write_build_context
-from trainstack.dockerfile import render_dockerfile
 from trainstack.errors import TrainstackError
-from trainstack.matrix import load_matrix
-from trainstack.requirements import framework_requirements, library_requirements, no_deps_requirements
-from trainstack.sources import SourceOptions
+from trainstack.image.build_context import write_build_context
+from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.matrix import load_matrix
+from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
+from trainstack.image.sources import SourceOptions, sources_for
 
 PROXY_SOURCES = SourceOptions(ca_bundle=Path("/ca.pem"), wheelhouse=Path("/wheels"))
 
@@ -89,18 +89,47 @@ def test_build_context_holds_what_the_dockerfile_copies(cpu, tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("sources", "message"),
+    ("options", "message"),
     [
-        (SourceOptions(ca_bundle=Path("/nonexistent/ca.pem")), "--ca-bundle: /nonexistent/ca.pem is not a file"),
-        (SourceOptions(wheelhouse=Path("/nonexistent/wheels")), "--wheelhouse: /nonexistent/wheels is not a directory"),
+        ({"ca_bundle": "/nonexistent/ca.pem"}, "--ca-bundle = '/nonexistent/ca.pem': is not a file"),
+        ({"wheelhouse": "/nonexistent/wheels"}, "--wheelhouse = '/nonexistent/wheels': is not a directory"),
     ],
 )
-def test_missing_source_paths_are_refused_before_anything_is_written(cpu, tmp_path, sources, message):
+def test_missing_source_paths_are_refused_where_the_options_are_read(cpu, options, message):
     with pytest.raises(TrainstackError, match=message):
-        write_build_context(cpu, sources, tmp_path / "ctx")
-    assert not (tmp_path / "ctx").exists()
+        sources_for(cpu, **options)
 
 
 def test_empty_wheelhouse_is_refused(cpu, tmp_path):
     with pytest.raises(TrainstackError, match="holds no .whl files"):
-        write_build_context(cpu, SourceOptions(wheelhouse=tmp_path), tmp_path / "ctx")
+        sources_for(cpu, wheelhouse=str(tmp_path))
+
+
+def test_a_build_checks_its_sources_once(monkeypatch, tmp_path):
+    """`invoke build` reads and checks the source options once, then writes the context and builds with them."""
+    from invoke import Context
+
+    from trainstack import docker_client
+    from trainstack.image import build, build_context, sources
+    from trainstack.tasks import images
+
+    checked = []
+    real_check = sources.check_sources
+    counted = lambda *args: checked.append(args) or real_check(*args)  # noqa: E731
+    for module in (sources, build, build_context):  # wherever a caller may have imported it by name
+        monkeypatch.setattr(module, "check_sources", counted, raising=False)
+    monkeypatch.setattr(build, "BUILD_DIR", tmp_path)
+    monkeypatch.setattr(docker_client, "connect", lambda: object())
+    monkeypatch.setattr(build, "_ensure_base_image", lambda client, base: None)
+
+    class BuildStarted(Exception):
+        pass
+
+    def run_build(client, context, no_cache, progress):
+        assert (context / "Dockerfile").is_file()
+        raise BuildStarted
+
+    monkeypatch.setattr(build, "run_build", run_build)
+    with pytest.raises(BuildStarted):
+        images.build(Context(), set=[], skip_published_check=True)
+    assert len(checked) == 1

@@ -3,14 +3,14 @@ from pathlib import Path
 
 import pytest
 
-from trainstack import resolver
-from trainstack.build_context import write_build_context
-from trainstack.cuda_build import cuda_build
-from trainstack.dockerfile import horovod_build_env, render_dockerfile
 from trainstack.errors import TrainstackError
-from trainstack.matrix import MatrixError, load_matrix
-from trainstack.requirements import framework_requirements, library_requirements
-from trainstack.sources import SourceOptions, check_sources, sources_for
+from trainstack.image import resolver
+from trainstack.image.build_context import write_build_context
+from trainstack.image.cuda_build import cuda_build
+from trainstack.image.dockerfile import horovod_build_env, render_dockerfile
+from trainstack.image.matrix import MatrixError, load_matrix
+from trainstack.image.requirements import framework_requirements, library_requirements
+from trainstack.image.sources import SourceOptions, check_sources, sources_for
 
 GPU_FLAVORS = ["gpu", "gpu-cu13"]
 NVIDIA_APT = {"cuda.build_tools": "apt"}
@@ -158,8 +158,7 @@ def test_a_cpu_torch_in_the_wheelhouse_is_refused_for_gpu_flavors(matrix, tmp_pa
     with pytest.raises(TrainstackError, match=r"torch-2\.13\.0\+cpu.*is torch 2\.13\.0\+cpu, not a CUDA .* build"):
         check_sources(matrix.flavor(name), sources)
     with pytest.raises(TrainstackError, match="without --wheelhouse"):
-        write_build_context(matrix.flavor(name), sources, tmp_path / "context")
-    assert not (tmp_path / "context").exists()
+        sources_for(matrix.flavor(name), wheelhouse=str(tmp_path))
     check_sources(matrix.flavor("cpu"), sources)
 
 
@@ -217,7 +216,7 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
 
 
 def test_unknown_cuda_build_tools_are_refused(matrix):
-    with pytest.raises(MatrixError, match="--set cuda.build_tools = 'conda': is not one of pip, apt, debian"):
+    with pytest.raises(MatrixError, match=r"--set cuda.build_tools = 'conda': is not an allowed value \(valid: pip, apt, debian\)"):
         cuda_build(matrix.flavor("gpu-cu13", {"cuda.build_tools": "conda"}))
 
 

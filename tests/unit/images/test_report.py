@@ -1,6 +1,6 @@
-from trainstack.docs import flavor_table, gpu_flavor_table, with_generated_tables, workflow_table
-from trainstack.matrix import REPO_ROOT, load_matrix
-from trainstack.workflows import WORKFLOWS
+from trainstack.image.docs import flavor_table, gpu_flavor_table, with_generated_tables, workflow_table
+from trainstack.image.matrix import REPO_ROOT, load_matrix
+from trainstack.image.workflows import WORKFLOWS
 
 
 def test_readme_tables_are_generated():

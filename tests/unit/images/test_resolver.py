@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.matrix import Flavor
-from trainstack.resolver import (
+from trainstack.image.matrix import Flavor
+from trainstack.image.resolver import (
     ResolverError,
     clean_pip_env,
     compare_with_flavor,

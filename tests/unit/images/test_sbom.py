@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from trainstack.errors import TrainstackError
-from trainstack.manifest import parse_constraints
-from trainstack.matrix import REPO_ROOT, load_matrix
-from trainstack.sbom import debian_packages, parse_sbom, python_packages, sbom_problems
+from trainstack.image.manifest import parse_constraints
+from trainstack.image.matrix import REPO_ROOT, load_matrix
+from trainstack.image.sbom import debian_packages, parse_sbom, python_packages, sbom_problems
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DPKG_STATUS = (FIXTURES / "dpkg-status").read_text()

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.matrix import REPO_ROOT
-from trainstack.sbom import parse_sbom
-from trainstack.scan import Package, lookups, scan_sbom
+from trainstack.image.matrix import REPO_ROOT
+from trainstack.image.sbom import parse_sbom
+from trainstack.image.scan import Package, lookups, scan_sbom
 
 GOLDEN_SBOM = Path(__file__).parent / "golden" / "sbom.cdx.json"
 SBOM = parse_sbom(GOLDEN_SBOM.read_text(), str(GOLDEN_SBOM))

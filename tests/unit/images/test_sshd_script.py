@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from trainstack import identity
-from trainstack.matrix import REPO_ROOT
+from trainstack.image.matrix import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "images" / "scripts" / identity.SSHD_COMMAND
 NOBODY = 65534

@@ -1,6 +1,6 @@
 import pytest
 
-from trainstack.workflows import checkpoint_writers, summary
+from trainstack.image.workflows import checkpoint_writers, summary
 
 
 def test_summary_is_the_last_json_line():

@@ -20,8 +20,9 @@ import yaml
 
 from pooltemplates import TemplateError, TemplateWarning, load_template, packaged_templates, render
 from pooltemplates.targets import k8s
-from trainstack import dockerfile, identity
-from trainstack.matrix import load_matrix
+from trainstack import identity
+from trainstack.image import dockerfile
+from trainstack.image.matrix import load_matrix
 
 CRDS = Path(__file__).parents[2] / "support" / "crds"
 MANIFEST_TARGETS = ("spark-application", "pytorchjob", "mpijob", "trainjob-torch", "trainjob-mpi")
@@ -290,3 +291,7 @@ def test_in_image_paths_are_the_images() -> None:
 def test_shared_values_are_written_out_not_aliased() -> None:
     text = render(load_template("multi-node-gpu"), "pytorchjob")
     assert "&id" not in text and "*id" not in text
+
+
+def test_image_reference_grammar_is_the_host_toolings() -> None:
+    assert k8s.REFERENCE.pattern == identity.REFERENCE.pattern

@@ -70,3 +70,49 @@ def test_module_cli_reports_errors_with_exit_2(tmp_path) -> None:
                             capture_output=True, text=True, cwd=tmp_path)
     assert result.returncode == 2
     assert result.stderr.startswith("error: ") and "colour" in result.stderr
+
+
+def pooltemplates_cli(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pooltemplates", *args], capture_output=True, text=True, cwd=cwd)
+
+
+@pytest.mark.parametrize(("args", "error"), [
+    (["--target", "kubernetes", "--registry", "bad registry!"],
+     "error: render 'local-pool': 1 error\n  - registry = 'bad registry!': is not a registry (valid: HOST[:PORT]"),
+    (["--target", "pytorchjob", "--set", "gpu.per_executor=0", "--image", "Bad Image"],
+     "error: render 'local-pool': 1 error\n  - image = 'Bad Image': is not a docker image reference"),
+    (["--target", "databricks", "--spark-version", "banana"],
+     "error: databricks spec for 'local-pool': 1 error\n  - spark_version = 'banana': is not a Databricks runtime "
+     "version key (valid: e.g. 15.4.x-scala2.12"),
+    (["--target", "synapse", "--out", "no-such-folder/cluster.json"],
+     "error: --out: 1 error\n  - --out = 'no-such-folder/cluster.json': cannot be written (No such file or "
+     "directory) (valid: a file path in an existing, writable folder)\n"),
+])
+def test_module_cli_refuses_bad_render_parameters(tmp_path, args, error) -> None:
+    result = pooltemplates_cli("render", "local-pool", *args, cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(error), result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("registry", ["localhost:5000", "registry.example:5000", "ghcr.io/org", "Reg-1.example"])
+def test_module_cli_renders_for_a_good_registry(tmp_path, registry) -> None:
+    result = pooltemplates_cli("render", "local-pool", "--target", "kubernetes", "--registry", registry, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert f"spark.kubernetes.container.image={registry}/trainstack:" in result.stdout
+
+
+def test_module_cli_reports_every_bad_override_at_once(tmp_path) -> None:
+    result = pooltemplates_cli("validate", "local-pool", "--set", "gpu.per_task=0.3", "--set", "executor.instances=0",
+                               "--set", "nodes=x", "--set", "colour=blue", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: template 'local-pool': 4 errors\n")
+    fields = [line.split(" = ")[0] for line in result.stderr.splitlines()[1:]]
+    assert sorted(fields) == ["  - colour", "  - executor.instances", "  - gpu.per_task", "  - nodes"]
+
+
+def test_render_task_refuses_an_out_file_in_a_missing_folder(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as caught:
+        tasks.render_(Context(), "synapse-gpu-large", "synapse", out=str(tmp_path / "missing" / "x.json"))
+    assert caught.value.code == 2
+    assert "cannot be written (No such file or directory)" in capsys.readouterr().err

@@ -1,9 +1,19 @@
 """Every validation rule, each broken on purpose; errors name field, value, rule and what is valid."""
+import subprocess
+import sys
 import warnings
 
 import pytest
 
-from pooltemplates import Problem, TemplateError, TemplateWarning, load_template, read_template
+from pooltemplates import (
+    Problem,
+    TemplateError,
+    TemplateWarning,
+    check_barrier_job,
+    load_template,
+    packaged_templates,
+    read_template,
+)
 
 
 def warnings_of(name: str, overrides: dict[str, str] | None = None) -> list[Problem]:
@@ -19,8 +29,7 @@ def errors_of(name: str, overrides: dict[str, str]) -> list[Problem]:
     return list(caught.value.problems)
 
 
-@pytest.mark.parametrize("name", ["local-pool", "multi-node-gpu", "single-node-multi-gpu",
-                                  "synapse-gpu-large", "synapse-gpu-minimal"])
+@pytest.mark.parametrize("name", packaged_templates())
 def test_packaged_templates_are_valid_without_warnings(name: str) -> None:
     assert warnings_of(name) == []
 
@@ -260,3 +269,60 @@ def test_error_message_names_field_value_rule_and_valid() -> None:
         "  - serializer.kryo_buffer_max = '2048m': spark.kryoserializer.buffer.max must be below"
         " 2048m (SPARK-19006) (valid: at most 2047m, e.g. 2000m)")
     assert isinstance(caught.value, ValueError)
+
+
+# PySpark 4.3's TorchDistributor._get_num_tasks: int(spark.task.resource.gpu.amount), at least 1, and
+# num_processes a multiple of it.
+TORCH_DISTRIBUTOR = {"job.kind": "torch-distributor"}
+
+
+@pytest.mark.parametrize("name", [name for name in packaged_templates()
+                                  if read_template(name).gpu.per_task.is_integer()])
+def test_packaged_templates_with_whole_gpus_per_task_run_torch_distributor(name: str) -> None:
+    assert warnings_of(name, TORCH_DISTRIBUTOR) == []
+
+
+@pytest.mark.parametrize("per_task", ["0.5", "0.25"])
+def test_torch_distributor_refuses_a_fractional_gpu_per_task(per_task: str) -> None:
+    # local-pool's placeholder GPU is shared by two tasks: fine for a barrier job, not for TorchDistributor.
+    (problem,) = errors_of("local-pool", {**TORCH_DISTRIBUTOR, "gpu.per_task": per_task})
+    assert (problem.field, problem.value) == ("gpu.per_task", float(per_task))
+    assert "TorchDistributor reads spark.task.resource.gpu.amount with int()" in problem.rule
+    assert problem.valid == "a whole number that divides gpu.per_executor: 1"
+
+
+def test_torch_distributor_without_gpus_takes_any_gpu_per_task() -> None:
+    load_template("local-pool", {**TORCH_DISTRIBUTOR, "gpu.per_executor": "0"})
+
+
+def test_torch_distributor_needs_processes_a_multiple_of_the_gpus_per_task() -> None:
+    overrides = {**TORCH_DISTRIBUTOR, "gpu.per_task": "2", "job.processes": "3"}
+    (problem,) = errors_of("single-node-multi-gpu", overrides)
+    assert (problem.field, problem.value) == ("job.processes", 3)
+    assert "multiple of spark.task.resource.gpu.amount (2)" in problem.rule
+    assert problem.valid == "a multiple of 2"
+
+
+def test_torch_distributor_tasks_hold_a_process_per_gpu() -> None:
+    # 4 GPUs / 2 per task = 2 barrier tasks of 2 processes each: 4 processes fit, 6 do not.
+    overrides = {**TORCH_DISTRIBUTOR, "gpu.per_task": "2"}
+    load_template("single-node-multi-gpu", {**overrides, "job.processes": "4"})
+    (problem,) = errors_of("single-node-multi-gpu", {**overrides, "job.processes": "6"})
+    assert problem.field == "job.processes" and "a task slot per 2 processes" in problem.rule
+    assert problem.valid.startswith("at most 4,")
+
+
+def test_barrier_job_check_applies_the_torch_distributor_rule() -> None:
+    template = load_template("single-node-multi-gpu", {**TORCH_DISTRIBUTOR, "gpu.per_task": "2"})
+    check_barrier_job(template, num_processes=4, use_gpu=True)
+    with pytest.raises(TemplateError) as caught:
+        check_barrier_job(template, num_processes=3, use_gpu=True)
+    assert [(problem.field, problem.value) for problem in caught.value.problems] == [("num_processes", 3)]
+
+
+def test_cli_refuses_local_pool_as_a_torch_distributor_pool() -> None:
+    result = subprocess.run([sys.executable, "-m", "pooltemplates", "validate", "local-pool",
+                             "--set", "job.kind=torch-distributor"], capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: template 'local-pool': 1 error\n  - gpu.per_task = 0.5: PySpark's "
+                                    "TorchDistributor reads spark.task.resource.gpu.amount with int()")

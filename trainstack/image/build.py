@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,7 +16,6 @@ import docker
 import docker.errors
 
 from trainstack import docker_client
-from trainstack.build_context import write_build_context
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
 from trainstack.identity import (
@@ -27,7 +27,8 @@ from trainstack.identity import (
     image_tags,
     site_packages,
 )
-from trainstack.manifest import (
+from trainstack.image.build_context import write_build_context
+from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
     cuda_stack_mismatches,
@@ -36,10 +37,10 @@ from trainstack.manifest import (
     pip_check_problems,
     setid_problems,
 )
-from trainstack.matrix import REPO_ROOT, Flavor
-from trainstack.published import check_published
-from trainstack.sbom import sbom_problems
-from trainstack.sources import SourceOptions, check_sources
+from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.published import check_published
+from trainstack.image.sbom import sbom_problems
+from trainstack.image.sources import SourceOptions
 
 BUILD_DIR = REPO_ROOT / "build"
 # images/scripts/check_cuda_stack.py, run in GPU images as their user.
@@ -65,10 +66,15 @@ def build_image(
     extra_tags: list[str] | None = None,
     no_cache: bool = False,
     progress: Callable[[str], None] = lambda line: print(line, end="", flush=True),
+    must_check: Collection[str] = (),
+    skip_published_check: bool = False,
 ) -> BuiltImage:
-    """Builds, verifies against the flavor and tags; a build that fails verification is removed untagged."""
-    check_sources(flavor, sources)
-    check_published(flavor, sources)
+    """Builds, verifies against the flavor and tags; a build that fails verification is removed untagged.
+
+    `must_check`: fields of pins an unreachable index may not leave unchecked (check_published).
+    """
+    if not skip_published_check:
+        check_published(flavor, sources, must_check)
     client = docker_client.connect()
     _ensure_base_image(client, flavor.base_image)
     context = write_build_context(flavor, sources, BUILD_DIR / flavor.name)

@@ -10,17 +10,20 @@ import json
 
 import docker.errors
 
+from pooltemplates.targets.k8s import REGISTRY, REGISTRY_VALID
 from trainstack import docker_client
 from trainstack.console import report
-from trainstack.errors import TrainstackError
+from trainstack.errors import TrainstackError, bad_value
 from trainstack.identity import MANIFEST_PATH, SBOM_PATH, image_reference, image_tags
-from trainstack.sbom import read_image_sbom
+from trainstack.image.sbom import read_image_sbom
 
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 
 
 def push_flavor(image_name: str, flavor: str, registry: str) -> list[str]:
     """Tags `image_name:flavor` as REGISTRY/image_name:{content tag, flavor} and pushes both."""
+    if not REGISTRY.fullmatch(registry):
+        raise bad_value("--registry", registry, "is not a registry", REGISTRY_VALID)
     client = docker_client.connect()
     local = image_reference(image_name, flavor)
     try:

@@ -1,5 +1,5 @@
 """Tables for people: `invoke matrix` prints the version table, and `invoke docs` regenerates the
-README's version, GPU flavor and workflow tables from the matrix and trainstack/workflows.py."""
+README's version, GPU flavor and workflow tables from the matrix and trainstack/image/workflows.py."""
 from __future__ import annotations
 
 import shlex
@@ -7,8 +7,8 @@ from typing import Sequence
 
 from trainrun.doctor import driver_minimum
 from trainstack.identity import image_reference
-from trainstack.matrix import Flavor, Matrix
-from trainstack.workflows import Workflow
+from trainstack.image.matrix import Flavor, Matrix
+from trainstack.image.workflows import Workflow
 
 COLUMNS = ["python", "torch", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
 

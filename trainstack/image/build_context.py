@@ -4,15 +4,15 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainstack.dockerfile import IMAGES_DIR, horovod_patches, ipython_config, login_profile, render_dockerfile
-from trainstack.matrix import REPO_ROOT, Flavor
-from trainstack.requirements import framework_requirements, library_requirements, no_deps_requirements
-from trainstack.sources import SourceOptions, check_sources
+from trainstack.image.dockerfile import IMAGES_DIR, horovod_patches, ipython_config, login_profile, render_dockerfile
+from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
+from trainstack.image.sources import SourceOptions
 
 
 def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -> Path:
-    """Writes the rendered Dockerfile and everything it copies into out_dir (replaced if present)."""
-    check_sources(flavor, sources)
+    """Writes the rendered Dockerfile and everything it copies into out_dir (replaced if present), for sources
+    that sources.check_sources has passed."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import quote, unquote
 
-from trainstack.sbom import LOCAL_REF_PREFIX, debian_packages
+from trainstack.image.sbom import LOCAL_REF_PREFIX, debian_packages
 
 OSV_URL = "https://api.osv.dev"
 PYPI_URL = "https://pypi.org"

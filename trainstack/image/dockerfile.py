@@ -8,16 +8,16 @@ import shlex
 import jinja2
 
 from trainstack import identity
-from trainstack.cuda_build import (
+from trainstack.identity import site_packages
+from trainstack.image.cuda_build import (
     CUDA_BUILD_PREFIX,
     CUDA_WHEEL_HEADERS,
     NVIDIA_LD_CONF,
     bundled_cuda_copy_cleanup,
     cuda_build,
 )
-from trainstack.identity import site_packages
-from trainstack.matrix import REPO_ROOT, Flavor
-from trainstack.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
+from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
 
 IMAGES_DIR = REPO_ROOT / "images"
 IMAGE_USER = "trainer"

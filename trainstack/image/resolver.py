@@ -23,8 +23,8 @@ from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 from trainstack.errors import TrainstackError
-from trainstack.matrix import Flavor
-from trainstack.requirements import framework_requirements
+from trainstack.image.matrix import Flavor
+from trainstack.image.requirements import framework_requirements
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple"
 # A pinned pip, since resolution differs across versions; older ones (e.g. 23.2) also

@@ -4,7 +4,7 @@ The resolver checks the first list against pip's own resolver."""
 from __future__ import annotations
 
 from trainstack.identity import LOCAL_PACKAGE_DIRS
-from trainstack.matrix import REPO_ROOT, Flavor
+from trainstack.image.matrix import REPO_ROOT, Flavor
 
 # Build tooling inside the image's venv: Horovod builds with --no-build-isolation.
 BUILD_TOOL_PACKAGES = {"setuptools": "80.9.0", "wheel": "0.45.1"}

@@ -9,7 +9,7 @@ from pathlib import PurePosixPath
 from packaging.version import Version
 
 from trainstack.identity import site_packages
-from trainstack.matrix import Flavor, MatrixError
+from trainstack.image.matrix import Flavor, MatrixError
 
 # The CUDA headers NVIDIA's wheels carry (the frameworks load only their libraries), left out of GPU images.
 CUDA_WHEEL_HEADERS = "nvidia/*/include"

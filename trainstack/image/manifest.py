@@ -6,7 +6,7 @@ from typing import Any
 
 from packaging.version import Version
 
-from trainstack.matrix import Flavor
+from trainstack.image.matrix import Flavor
 
 # Libraries Horovod's extensions must link shared, resolving to the very files torch loads.
 SHARED_CUDA_LIBRARIES = ("libnccl", "libcudart")

@@ -10,13 +10,14 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from trainstack.console import report
-from trainstack.errors import TrainstackError
-from trainstack.matrix import Flavor
+from trainstack.errors import bad_value
+from trainstack.image.matrix import Flavor
 
 BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
 # Machine-wide defaults for builds (./dev writes them to .trainstack.env).
 CA_BUNDLE_VARIABLE = "TRAINSTACK_CA_BUNDLE"
 WHEELHOUSE_VARIABLE = "TRAINSTACK_WHEELHOUSE"
+WHEELHOUSE = "a folder of .whl files"
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,8 @@ class SourceOptions:
 
 def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | None = None,
                 index_url: str | None = None, extra_index_urls: list[str] | None = None) -> SourceOptions:
-    """Build options given on the command line, else from $TRAINSTACK_CA_BUNDLE and $TRAINSTACK_WHEELHOUSE.
+    """Build options given on the command line, else from $TRAINSTACK_CA_BUNDLE and $TRAINSTACK_WHEELHOUSE,
+    refused (check_sources) before a build or a render uses them.
 
     A wheelhouse from the environment that holds another build of torch than a GPU flavor's (this machine's
     /opt/wheels holds the CPU torch) is left out for that flavor, saying so; given as an option, it is refused.
@@ -44,12 +46,14 @@ def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | 
             report(f"note: ${WHEELHOUSE_VARIABLE} ({wheelhouse}) is not used for the {flavor.name} flavor: "
                    f"{foreign.name} is not a CUDA {flavor.version('cuda')} build of torch")
             wheelhouse = None
-    return SourceOptions(
+    sources = SourceOptions(
         ca_bundle=Path(ca_bundle) if ca_bundle else None,
         wheelhouse=Path(wheelhouse) if wheelhouse else None,
         index_url=index_url,
         extra_index_urls=list(extra_index_urls or []),
     )
+    check_sources(flavor, sources)
+    return sources
 
 
 def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
@@ -66,22 +70,23 @@ def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
 
 
 def check_sources(flavor: Flavor, sources: SourceOptions) -> None:
-    """Refuses build options that cannot work, before any docker step."""
+    """Refuses build options that cannot work, before anything is written or any docker step."""
     if sources.ca_bundle is not None and not sources.ca_bundle.is_file():
-        raise TrainstackError(f"--ca-bundle: {sources.ca_bundle} is not a file; give a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")
+        raise bad_value("--ca-bundle", str(sources.ca_bundle), "is not a file",
+                        "a PEM bundle such as /etc/ssl/certs/ca-certificates.crt")
     if sources.wheelhouse is not None:
         if not sources.wheelhouse.is_dir():
-            raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} is not a directory; give a folder of .whl files")
+            raise bad_value("--wheelhouse", str(sources.wheelhouse), "is not a directory", WHEELHOUSE)
         if not any(sources.wheelhouse.glob("*.whl")):
-            raise TrainstackError(f"--wheelhouse: {sources.wheelhouse} holds no .whl files")
+            raise bad_value("--wheelhouse", str(sources.wheelhouse), "holds no .whl files", WHEELHOUSE)
         foreign = foreign_torch_wheel(flavor, sources.wheelhouse)
         if foreign is not None:
             version = parse_wheel_filename(foreign.name)[1]
-            raise TrainstackError(
-                f"--wheelhouse: {foreign} is torch {version}, not a CUDA {flavor.version('cuda')} build; the "
-                f"{flavor.name} flavor refuses it (pip would take it for torch=={version.public}). Build "
-                f"{flavor.name} without --wheelhouse, or give a folder without that wheel"
-            )
+            raise bad_value(
+                "--wheelhouse", str(sources.wheelhouse),
+                f"holds {foreign.name}, which is torch {version}, not a CUDA {flavor.version('cuda')} build; the "
+                f"{flavor.name} flavor refuses it (pip would take it for torch=={version.public})",
+                f"build {flavor.name} without --wheelhouse, or give a folder without that wheel")
 
 
 def foreign_torch_wheel(flavor: Flavor, wheelhouse: Path) -> Path | None:

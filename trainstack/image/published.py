@@ -2,8 +2,10 @@
 indexes such as torch's own, and the wheelhouse), checked before any docker step.
 
 Indexes are read through the simple API (PEP 691 JSON, or the PEP 503 HTML page where an index serves only
-that). An index that does not answer is not held against the build, whose pip may reach it through a proxy
-this machine has not: one warning line names what went unchecked. TRAINSTACK_SKIP_PUBLISHED_CHECK=1 skips it all.
+that). An index that does not answer is not held against the matrix's own pins, which the build's pip may reach
+through a proxy this machine has not: one warning line names what went unchecked. A pin given with `--set` is the
+user's guess, so it stops the build when no index answered for it, unless `invoke build --skip-published-check`
+(or TRAINSTACK_SKIP_PUBLISHED_CHECK=1) skips the check.
 """
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import ssl
 import urllib.error
 import urllib.request
 from bisect import bisect_left
+from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from html.parser import HTMLParser
@@ -25,11 +28,12 @@ from packaging.version import Version
 
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
-from trainstack.matrix import Flavor
-from trainstack.sources import SourceOptions, pip_source_env
+from trainstack.image.matrix import Flavor
+from trainstack.image.sources import SourceOptions, pip_source_env
 
 PYPI_SIMPLE_URL = "https://pypi.org/simple"
 SKIP_ENV = "TRAINSTACK_SKIP_PUBLISHED_CHECK"
+SKIP_OPTION = "--skip-published-check"
 TIMEOUT_S = 10.0
 WORKERS = 8
 # pip's own Accept header: JSON where the index serves it, else the HTML page.
@@ -71,9 +75,15 @@ def pip_indexes(flavor: Flavor, sources: SourceOptions) -> list[str]:
     return list(dict.fromkeys(indexes))
 
 
-def check_published(flavor: Flavor, sources: SourceOptions) -> None:
+def overridden_pins(matrix_flavor: Flavor, flavor: Flavor) -> set[str]:
+    """The fields of the pins that `flavor` (the matrix's flavor with `--set` overrides) changed."""
+    return {pin.field for pin in set(pinned_packages(flavor)) - set(pinned_packages(matrix_flavor))}
+
+
+def check_published(flavor: Flavor, sources: SourceOptions, must_check: Collection[str] = ()) -> None:
     """Refuses a pinned version that no index of the build (nor the wheelhouse) lists, naming its matrix field
-    and the published versions nearest to it; warns about pins it could not check."""
+    and the published versions nearest to it; warns about pins it could not check, and refuses those whose
+    field is in `must_check` (the ones given with --set)."""
     if os.environ.get(SKIP_ENV) == "1":
         return
     indexes = pip_indexes(flavor, sources)
@@ -88,7 +98,11 @@ def check_published(flavor: Flavor, sources: SourceOptions) -> None:
         if any(map(pin.matches, published)):
             continue
         reasons = [f"{index}: {answer}" for index, answer in zip(indexes, answers) if isinstance(answer, str)]
-        if reasons:
+        if reasons and pin.field in must_check:
+            problems.append(str(bad_value(
+                pin.field, pin.version, f"could not be checked: no index answered ({'; '.join(reasons)})",
+                f"a version from a reachable index (--index-url), or {SKIP_OPTION} to build without the check")))
+        elif reasons:
             unchecked.append(f"{pin.project}=={pin.version} ({'; '.join(reasons)})")
         else:
             problems.append(_unpublished(pin, published, indexes, sources.wheelhouse))

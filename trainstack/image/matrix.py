@@ -19,16 +19,17 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from pooltemplates import MAX_SHOWN, parse_assignments, shown
+from pooltemplates import MAX_SHOWN, Problem, parse_assignments
 from trainstack.errors import TrainstackError
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 MATRIX_PATH = REPO_ROOT / "images" / "matrix.yaml"
 SCHEMA_PATH = REPO_ROOT / "images" / "matrix.schema.json"
 PATCHES_DIR = REPO_ROOT / "images" / "patches"
 FLAVOR_POINTER = "#/$defs/flavor"
 VERSION_FIELD = {"$ref": "#/$defs/version"}
-NOT_A_VERSION = "is not a version (PEP 440), e.g. 2.10.0 or 2.13.0+cpu"
+NOT_A_VERSION = "is not a version (PEP 440)"
+VERSION_EXAMPLE = "a version, e.g. 2.10.0 or 2.13.0+cpu"
 
 
 class MatrixError(TrainstackError):
@@ -89,7 +90,7 @@ class Matrix:
     def flavor(self, name: str, overrides: Mapping[str, str] | None = None) -> Flavor:
         """The named flavor with overrides applied, refused if it breaks a rule."""
         if name not in self.flavors:
-            raise MatrixError(f"flavor: unknown flavor {name!r}; valid: {', '.join(sorted(self.flavors))}")
+            raise MatrixError.bad_option("--flavor", name, "is not a flavor", ", ".join(sorted(self.flavors)))
         flavor = apply_overrides(self.flavors[name], overrides or {})
         broken = broken_rules(flavor, self.rules)
         if broken:
@@ -150,21 +151,23 @@ def schema_problems(data: Any, pointer: str, prefix: str = "") -> list[str]:
         problems.update(_patch_problems(spec, f"{prefix}flavors.{name}."))
     for error in sorted(validator.iter_errors(data), key=lambda error: list(map(str, error.absolute_path))):
         where = prefix + ".".join(str(part) for part in error.absolute_path) or "the matrix"
-        problems.setdefault(where, f"{where} = {shown(error.instance)}: {_explain(error)}")
+        problems.setdefault(where, str(Problem(where, error.instance, *_explain(error))))
     return list(problems.values())
 
 
-def _explain(error: jsonschema.ValidationError) -> str:
-    if error.validator in ("pattern", "type") and "description" in error.schema:
-        return f"is not {error.schema['description']}"
+def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
+    """(rule, valid) of a schema violation; valid is the field's description where the schema has one."""
+    valid = error.schema.get("description", "see images/matrix.schema.json")
     if error.validator == "enum":
-        return "is not one of " + ", ".join(map(str, error.validator_value))
+        return "is not an allowed value", ", ".join(map(str, error.validator_value))
+    if error.validator == "pattern" and "description" in error.schema:
+        return f"is not {valid}", f"{valid}, with no whitespace, quotes or shell metacharacters"
     if error.validator == "type":
-        return f"is not of type {error.validator_value}"
+        return f"is not of type {error.validator_value}", valid
     if error.validator == "maxLength":
-        return f"is longer than {error.validator_value} characters"
+        return f"is longer than {error.validator_value} characters", valid
     # jsonschema's own message, which may quote the whole value: cut like the value itself.
-    return error.message[:2 * MAX_SHOWN]
+    return error.message[:2 * MAX_SHOWN], valid
 
 
 def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
@@ -175,8 +178,7 @@ def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
     for index, patch in enumerate(patches if isinstance(patches, list) else []):
         if patch not in available:
             where = f"{prefix}components.horovod.patch.{index}"
-            problems[where] = (f"{where} = {shown(patch)}: is not a file in images/patches/ "
-                               f"(valid: {', '.join(available)})")
+            problems[where] = str(Problem(where, patch, "is not a file in images/patches/", ", ".join(available)))
     return problems
 
 
@@ -208,23 +210,23 @@ def apply_overrides(flavor: Flavor, overrides: Mapping[str, str]) -> Flavor:
         elif component in components:
             fields = _component_fields(component)
             if field not in fields:
-                problems.append(f"--set {key} = {shown(value)}: {component} has no field {field!r} (valid: "
-                                f"{', '.join(f'{component}.{name}' for name in fields)})")
+                problems.append(str(Problem(f"--set {key}", value, f"{component} has no field {field!r}",
+                                            ", ".join(f"{component}.{name}" for name in fields))))
             elif fields[field] == VERSION_FIELD and not _is_version(value):
-                problems.append(f"--set {component}.{field} = {shown(value)}: {NOT_A_VERSION}")
+                problems.append(str(Problem(f"--set {component}.{field}", value, NOT_A_VERSION, VERSION_EXAMPLE)))
             else:
                 components[component][field] = _typed(fields[field], value)
         elif key in packages:
             if not _is_version(value):
-                problems.append(f"--set {key} = {shown(value)}: {NOT_A_VERSION}")
+                problems.append(str(Problem(f"--set {key}", value, NOT_A_VERSION, VERSION_EXAMPLE)))
             else:
                 packages[key] = {**packages[key], "version": value} if isinstance(packages[key], dict) else value
         else:
             unknown.append(key)
     if unknown:
-        valid = ["base_image", *components, *(f"{name}.FIELD" for name in components), *packages]
-        raise MatrixError(f"--set: flavor {flavor.name!r} has no {', '.join(map(repr, unknown))}; valid keys: "
-                          f"{', '.join(valid)}")
+        valid = ", ".join(["base_image", *components, *(f"{name}.FIELD" for name in components), *packages])
+        raise MatrixError(_listing([str(Problem("--set", key, f"is not a key of flavor {flavor.name!r}", valid))
+                                    for key in unknown]))
     problems += [problem.replace("--set components.", "--set ", 1)
                  for problem in schema_problems(data, FLAVOR_POINTER, prefix="--set ")]
     if problems:

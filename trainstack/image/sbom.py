@@ -16,10 +16,10 @@ from urllib.parse import unquote
 import docker
 
 from trainstack import docker_client
-from trainstack.dockerfile import RUNTIME_APT_PACKAGES
 from trainstack.errors import TrainstackError
 from trainstack.identity import SBOM_PATH
-from trainstack.matrix import Flavor
+from trainstack.image.dockerfile import RUNTIME_APT_PACKAGES
+from trainstack.image.matrix import Flavor
 
 SPEC_VERSION = "1.5"
 # bom-refs of the project's own distributions, which no package index knows.
