@@ -12,8 +12,8 @@ import time
 import pytest
 
 from trainrun import cli
-from trainrun.backends.spark.driver import _Watcher
-from trainrun.backends.spark.output import ReportedExit
+from trainrun.backends.spark.driver import STAGE, StageWatch
+from trainrun.backends.spark.output import OutputClient, OutputServer
 from trainrun.backends.spark.task import pump_output
 from trainrun.lifecycle import LAUNCHER_GRACE, Lifecycle, launcher_name
 from trainrun.proctree import JOB_ID, alive, descendants, end_job_processes, job_processes
@@ -190,28 +190,48 @@ def test_exit_barrier_timeout_is_in_every_plan(plan_for) -> None:
     assert plan.to_dict()["exit_barrier_timeout"] == 7.5 and "exit barrier timeout: 7.5s" in plan.to_text()
 
 
-class FakeServer:
-    def __init__(self, exits: list[ReportedExit], started: list[int]) -> None:
-        self.failure = next((e for e in exits if e.failed), None)
-        self._exits, self._started = exits, started
-
-    def first_success(self):
-        successes = [e for e in self._exits if not e.failed]
-        return min(successes, key=lambda e: e.time) if successes else None
-
-    def running(self):
-        return sorted(set(self._started) - {e.rank for e in self._exits})
+def stage_watch(exit_barrier_timeout: float, timeout: float | None = None) -> tuple[StageWatch, OutputServer, list]:
+    """The Spark driver's watch over a real output server, as in a caller's own SparkSession."""
+    cancelled: list[bool] = []
+    server = OutputServer("127.0.0.1", lambda failure: None)
+    life = Lifecycle(2, STAGE, timeout, exit_barrier_timeout, time.monotonic())
+    return StageWatch(server, life, lambda: cancelled.append(True)), server, cancelled
 
 
-def test_spark_driver_applies_the_exit_barrier_in_a_callers_session() -> None:
-    hung = FakeServer([ReportedExit(0, 0, None, time.time() - 10)], [0, 1])
-    watcher = _Watcher(hung, lambda: None, None, None)
-    watcher._barrier = 5.0
-    assert "rank 1 did not exit within --exit-barrier-timeout 5s of rank 0 exiting 0" in str(watcher._check())
-    watcher._barrier = 60.0
-    assert watcher._check() is None
-    failed = FakeServer([ReportedExit(0, 0, None, time.time() - 10), ReportedExit(1, 3)], [0, 1])
-    assert _Watcher(failed, lambda: None, 5.0, None)._check() is None
+def report(server: OutputServer, *events: tuple) -> None:
+    client = OutputClient(server.address, server.token)
+    for event in events:
+        client.send_start(event[1]) if event[0] == "start" else client.send_exit(*event[1:])
+    client.close()
+
+
+def test_spark_driver_applies_the_exit_barrier_through_the_lifecycle_in_a_callers_session() -> None:
+    watch, server, cancelled = stage_watch(exit_barrier_timeout=0.5)
+    try:
+        report(server, ("start", 0), ("start", 1), ("exit", 0, 0))
+        deadline = time.monotonic() + 10
+        while not cancelled and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        watch.close()
+        server.close()
+    assert cancelled == [True] and watch.stop.error.exit_code == 124
+    assert str(watch.stop.error) == ("rank 1 did not exit within --exit-barrier-timeout 0.5s of rank 0 exiting 0 "
+                                     "(exit barrier); job stopped")
+
+
+def test_spark_driver_timeout_and_failure_through_the_lifecycle() -> None:
+    watch, server, cancelled = stage_watch(exit_barrier_timeout=60, timeout=0.5)
+    try:
+        report(server, ("start", 0), ("start", 1), ("exit", 1, 3))
+        time.sleep(1.0)
+    finally:
+        watch.close()
+        server.close()
+    # The timeout stops the stage; the rank failure reported before it is what the job ends as.
+    assert cancelled == [True] and str(watch.stop.error) == "job exceeded --timeout 0.5s; job stopped"
+    failed = watch._lifecycle.reported_end(server.status(), watch.stop)
+    assert (failed.exit_code, failed.rank, str(failed)) == (3, 1, "rank 1 exited with code 3; job stopped")
 
 
 def test_task_output_pump_does_not_wait_for_a_leftover_holding_the_pipe() -> None:
