@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,8 +16,12 @@ from trainrun import cli
 from trainrun.backends.spark.driver import STAGE, StageWatch
 from trainrun.backends.spark.output import OutputClient, OutputServer
 from trainrun.backends.spark.task import pump_output
+from trainrun.errors import JobFailed
+from trainrun.job import MpiJob, SparkJob, TorchJob
 from trainrun.lifecycle import LAUNCHER_GRACE, Lifecycle, launcher_name
+from trainrun.plan import Plan, RunOptions
 from trainrun.proctree import JOB_ID, alive, descendants, end_job_processes, job_processes
+from trainrun.program import Program
 from trainrun.rank.status import (
     JobStatus,
     RankExit,
@@ -27,6 +32,7 @@ from trainrun.rank.status import (
     write_record,
     write_start,
 )
+from trainrun.runner import run_plan
 
 T0 = 1_000_000.0  # wall-clock time of the records below
 
@@ -185,9 +191,40 @@ def test_exit_barrier_timeout_must_be_finite_and_positive(value, capsys, monkeyp
 
 
 def test_exit_barrier_timeout_is_in_every_plan(plan_for) -> None:
-    assert plan_for(["mpi", "-np", "2", "python", "t.py"]).exit_barrier_timeout == 300
+    assert plan_for(["mpi", "-np", "2", "python", "t.py"]).run.exit_barrier_timeout == 300
     plan = plan_for(["spark", "--local-mode", "--exit_barrier_timeout", "7.5", "--num-processes", "2", "t.py"])
     assert plan.to_dict()["exit_barrier_timeout"] == 7.5 and "exit barrier timeout: 7.5s" in plan.to_text()
+
+
+@pytest.mark.parametrize("argv", [["mpi", "-np", "2", "python", "t.py"], ["mpi", "--gloo", "-np", "2", "python", "t.py"],
+                                  ["torch", "--nproc-per-node", "2", "t.py"], ["spark", "--num-processes", "2", "t.py"],
+                                  ["spark", "--local-mode", "--num-processes", "2", "t.py"]])
+def test_the_plan_holds_the_timeouts_and_the_output_options(plan_for, argv) -> None:
+    plan = plan_for([argv[0], "--timeout", "90", "--exit-barrier-timeout", "12", "--timestamp-output", *argv[1:]])
+    assert plan.run == RunOptions(timeout=90, exit_barrier_timeout=12, timestamp_output=True)
+    shown = plan.to_dict()
+    assert (shown["timeout"], shown["exit_barrier_timeout"], shown["timestamp_output"]) == (90, 12, True)
+    assert {"timeout: 90s", "exit barrier timeout: 12s", "timestamp output: yes"} <= set(plan.to_text().splitlines())
+    untimed = plan_for(argv)
+    assert untimed.to_dict()["timeout"] is None and "timeout: none" in untimed.to_text().splitlines()
+
+
+def test_the_runner_needs_nothing_beside_the_plan(capfd) -> None:
+    # The plan's own timeout stops the job; its timestamp option prefixes the output.
+    plan = Plan("test", [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(60)"],
+                run=RunOptions(timeout=1.0, timestamp_output=True))
+    started = time.monotonic()
+    with pytest.raises(JobFailed) as failed:
+        run_plan(plan)
+    assert failed.value.exit_code == 124 and time.monotonic() - started < 20
+    out = capfd.readouterr().out
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3} hi\n", out), out
+
+
+@pytest.mark.parametrize("job", [MpiJob, TorchJob, SparkJob])
+def test_jobs_are_built_with_keywords(job) -> None:
+    with pytest.raises(TypeError):
+        job(2, Program("script", "t.py"))
 
 
 def stage_watch(exit_barrier_timeout: float, timeout: float | None = None) -> tuple[StageWatch, OutputServer, list]:
