@@ -144,8 +144,5 @@ class OutputClient:
     def send_exit(self, rank: int, exit_code: int, signal: str | None = None) -> None:
         self.send_line(f"{EXIT}{rank} {exit_code} {signal or '-'}\n")
 
-    def send_failure(self, rank: int, exit_code: int) -> None:
-        self.send_exit(rank, exit_code)
-
     def close(self) -> None:
         self._sock.close()
