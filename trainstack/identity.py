@@ -1,7 +1,7 @@
 """What names an image and where things are inside it: image references, the label prefix of every
 label trainstack sets, and the in-image paths that the Dockerfile, the verification, the examples'
-commands and the local pool use. The templates' YAML and trainrun's doctor, which cannot import the
-host tooling, spell the two paths they need themselves; unit tests hold them to these."""
+commands and the local pool use, read from trainrun.image_contract, their one copy (the templates' own
+copies are held to it by tests/unit/launcher/test_image_contract.py)."""
 from __future__ import annotations
 
 import re
@@ -9,6 +9,7 @@ from typing import Any
 
 from packaging.version import Version
 
+from trainrun import image_contract
 from trainstack.errors import bad_value
 from trainstack.image.matrix import Flavor, load_matrix
 
@@ -31,35 +32,27 @@ NODES_KEYS_LABEL = f"{NODES_LABEL}.keys"
 NODES_SHARE_LABEL = f"{NODES_LABEL}.share"
 NODES_SLOTS_LABEL = f"{NODES_LABEL}.slots"
 
-VENV_DIR = "/opt/venv"
-MANIFEST_PATH = "/etc/trainstack/manifest.json"
-# The image's CycloneDX SBOM, written beside the manifest at build time (images/scripts/write_sbom.py).
-SBOM_PATH = "/etc/trainstack/sbom.cdx.json"
-CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
-EXAMPLES_DIR = "/opt/trainstack/examples"
-DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"
-IMAGE_SCRIPTS_DIR = "/opt/trainstack/bin"
-# sshd as the image's user for multi-node MPI (images/scripts/trainstack-sshd), on PATH under this name; its
-# port, and where it reads the public keys allowed to log in (a mounted secret or volume).
-SSHD_COMMAND = "trainstack-sshd"
-SSHD_PORT = 2222
-SSH_KEYS_DIR = "/etc/trainstack/ssh"
-# Login shells (bash -l, su -, ssh) read the image's environment from here.
-LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
-# Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).
-SPARK_WORKER_DIR = "/tmp/spark/work"
-SPARK_LOG_DIR = "/tmp/spark/logs"
-# The image's training user (useradd --uid in images/Dockerfile.j2).
-IMAGE_USER_UID = 1000
-# JupyterLab's work folder (`lab` role), meant for a mounted volume, as docker-stacks' /home/jovyan/work.
-NOTEBOOK_DIR = "/home/trainer/work"
-JUPYTER_PORT = 8888
-# The IPython extension every kernel of the image loads (launcher/trainrun/notebook).
-IPYTHON_EXTENSION = "trainrun.notebook"
-# Triton's kernel cache: somewhere any user of the image can write, whatever its home (TRITON_CACHE_DIR overrides).
-TRITON_CACHE_DIR = "/tmp/triton-cache"
-# Where the image keeps the sources of the two distributions it installs.
-LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
+# In-image paths, ports and names (what each is: trainrun.image_contract, their one copy).
+VENV_DIR = image_contract.VENV_DIR
+MANIFEST_PATH = image_contract.MANIFEST_PATH
+SBOM_PATH = image_contract.SBOM_PATH
+CONSTRAINTS_PATH = image_contract.CONSTRAINTS_PATH
+EXAMPLES_DIR = image_contract.EXAMPLES_DIR
+DISCOVERY_SCRIPT_PATH = image_contract.DISCOVERY_SCRIPT_PATH
+IMAGE_SCRIPTS_DIR = image_contract.IMAGE_SCRIPTS_DIR
+SSHD_COMMAND = image_contract.SSHD_COMMAND
+SSHD_PORT = image_contract.SSHD_PORT
+SSH_KEYS_DIR = image_contract.SSH_KEYS_DIR
+LOGIN_PROFILE_PATH = image_contract.LOGIN_PROFILE_PATH
+SPARK_WORKER_DIR = image_contract.SPARK_WORKER_DIR
+SPARK_LOG_DIR = image_contract.SPARK_LOG_DIR
+IMAGE_USER_UID = image_contract.IMAGE_USER_UID
+IMAGE_HOME = image_contract.IMAGE_HOME
+NOTEBOOK_DIR = image_contract.NOTEBOOK_DIR
+JUPYTER_PORT = image_contract.JUPYTER_PORT
+IPYTHON_EXTENSION = image_contract.IPYTHON_EXTENSION
+TRITON_CACHE_DIR = image_contract.TRITON_CACHE_DIR
+LOCAL_PACKAGE_DIRS = image_contract.LOCAL_PACKAGE_DIRS
 
 
 def site_packages(flavor: Flavor) -> str:

@@ -12,7 +12,7 @@ from .errors import UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import detect_machine
 from .payload import pickle_payload
-from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT
+from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, RunOptions
 from .program import Program
 from .runner import run_plan
 from .validate import timeout as checked_timeout
@@ -51,29 +51,28 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
                                       exit_barrier_timeout=exit_barrier_timeout, timeout=timeout)
             return _load(payload) if payload is not None else None
         machine = detect_machine("spark" if spark else backend)
+        options = RunOptions(timeout=timeout, exit_barrier_timeout=exit_barrier_timeout)
         if spark:
-            job = SparkJob(num_processes, program, master=spark if isinstance(spark, str) else None,
-                           use_gpu=use_gpu, framework=backend)
+            job = SparkJob(num_processes=num_processes, program=program,
+                           master=spark if isinstance(spark, str) else None, use_gpu=use_gpu, framework=backend,
+                           run=options)
         elif backend == "torch":
-            job = TorchJob(num_processes, program)
+            job = TorchJob(nproc_per_node=num_processes, program=program, run=options)
         else:
-            job = MpiJob(num_processes, program, gloo=machine.mpi_flavor is None)
-        plan = dataclasses.replace(plan_job(job, machine), exit_barrier_timeout=exit_barrier_timeout)
-        run_plan(plan, timeout=timeout)
+            job = MpiJob(num_processes=num_processes, program=program, gloo=machine.mpi_flavor is None, run=options)
+        run_plan(plan_job(job, machine))
         return _rank_0_result(program, result_path)
 
 
 def run_in_job(job: MpiJob | TorchJob | SparkJob, backend: str, main: Callable[..., Any], args: tuple = (),
-               kwargs: Mapping[str, Any] | None = None, timeout: float | None = None,
-               exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT, timestamps: bool = False) -> Any:
+               kwargs: Mapping[str, Any] | None = None) -> Any:
     """Run `main(*args, **kwargs)` as the program of `job`, a job of `backend` built from trainrun's own options
-    (as `%%trainrun` builds it), and return rank 0's return value; raises as `run` does."""
+    (as `%%trainrun` builds it, with its timeouts and output options in job.run), and return rank 0's return
+    value; raises as `run` does."""
     with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
         result_path = os.path.join(workdir, "result.pkl")
         program = _program(main, args, dict(kwargs or {}), workdir, result_path)
-        plan = plan_job(dataclasses.replace(job, program=program), detect_machine(backend))
-        run_plan(dataclasses.replace(plan, exit_barrier_timeout=exit_barrier_timeout), timeout=timeout,
-                 timestamps=timestamps)
+        run_plan(plan_job(dataclasses.replace(job, program=program), detect_machine(backend)))
         return _rank_0_result(program, result_path)
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shlex
 import sys
 import time
@@ -14,7 +13,7 @@ from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
-from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan
+from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
 from .program import program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
 from .validate import key_value, parse_hostfile, parse_hosts, timeout
@@ -193,35 +192,40 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
         raise UsageError("command", "", f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
+    run = RunOptions(timeout=args.timeout, exit_barrier_timeout=args.exit_barrier_timeout,
+                     timestamp_output=args.timestamp_output)
     if args.backend == "mpi":
         hosts = (parse_hosts("-H", args.hosts) if args.hosts else
                  parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
         ssh = SshOptions(args.ssh_port, args.ssh_identity_file, args.ssh_known_hosts, args.ssh_connect_timeout)
-        return MpiJob(args.np, program_from_command("command", command), hosts, tuple(args.env), args.gloo,
-                      args.tag_output, args.network_interface, args.output_filename,
-                      tuple(shlex.split(args.mpi_args)), args.ranks_filter, ssh,
-                      "--hostfile" if args.hostfile else "-H")
+        return MpiJob(num_processes=args.np, program=program_from_command("command", command), hosts=hosts,
+                      env=tuple(args.env), gloo=args.gloo, tag_output=args.tag_output,
+                      network_interface=args.network_interface, output_filename=args.output_filename,
+                      launcher_args=tuple(shlex.split(args.mpi_args)), ranks_filter=args.ranks_filter, ssh=ssh,
+                      hosts_option="--hostfile" if args.hostfile else "-H", run=run)
     if args.backend == "torch":
         if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
             raise UsageError("--standalone", True, "a single-node job: without --nnodes > 1, --master-addr or "
                                                    "--rdzv-endpoint")
         program = program_from_script_args("command", ["-m", *command] if args.module else command)
-        return TorchJob(args.nproc_per_node, program, args.nnodes[0], args.node_rank, args.master_addr,
-                        args.master_port, args.rdzv_endpoint, args.rdzv_id, args.nnodes[1], args.max_restarts,
-                        args.tag_output, args.log_dir, args.local_ranks_filter, tuple(shlex.split(args.torchrun_args)),
-                        check_master=not args.dry_run)
+        return TorchJob(nproc_per_node=args.nproc_per_node, program=program, nnodes=args.nnodes[0],
+                        node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
+                        rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, max_nnodes=args.nnodes[1],
+                        max_restarts=args.max_restarts, tag_output=args.tag_output, log_dir=args.log_dir,
+                        local_ranks_filter=args.local_ranks_filter,
+                        launcher_args=tuple(shlex.split(args.torchrun_args)), check_master=not args.dry_run, run=run)
     conf = tuple(key_value("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
-    return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,
-                    template_set, conf, args.use_gpu, args.local_mode, args.framework, args.verbose,
-                    args.ranks_filter, check_master=not args.dry_run)
+    return SparkJob(num_processes=args.num_processes, program=program_from_script_args("command", command),
+                    master=args.master, template=args.template, template_set=template_set, conf=conf,
+                    use_gpu=args.use_gpu, local_mode=args.local_mode, framework=args.framework, verbose=args.verbose,
+                    ranks_filter=args.ranks_filter, check_master=not args.dry_run, run=run)
 
 
 def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:
     args = build_parser().parse_args(argv)
     job = job_from_args(args)
-    plan = plan_job(job, machine or detect_machine(args.backend))
-    return dataclasses.replace(plan, exit_barrier_timeout=args.exit_barrier_timeout), args
+    return plan_job(job, machine or detect_machine(args.backend)), args
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -243,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         started = time.monotonic()
         try:
-            run_plan(plan, timeout=args.timeout, timestamps=args.timestamp_output)
+            run_plan(plan)
         except JobFailed as err:
             print(f"trainrun: {err} ({_summary(plan, time.monotonic() - started)})", file=sys.stderr)
             return err.exit_code

@@ -16,9 +16,9 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Mapping
 
+from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
 
-MANIFEST = "/etc/trainstack/manifest.json"
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
 REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "mpi4py", "cloudpickle", "psutil")
 # TensorFlow >= 2.16 makes tf.keras Keras 2 (the tf_keras package) only for these values.
@@ -285,7 +285,7 @@ def _java() -> str | None:
 def collect_facts(environ: Mapping[str, str]) -> Facts:
     import psutil
 
-    manifest_path = environ.get("TRAINSTACK_MANIFEST", MANIFEST)
+    manifest_path = environ.get("TRAINSTACK_MANIFEST", MANIFEST_PATH)
     try:
         with open(manifest_path) as f:
             manifest = json.load(f)

@@ -1,14 +1,15 @@
-"""Job descriptions, one per backend, as the CLI and the Python API build them."""
+"""Job descriptions, one per backend, as the CLI and the Python API build them (with keywords)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .plan import RunOptions
 from .program import Program
 from .remote import SshOptions
 from .validate import HostSlots
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class MpiJob:
     num_processes: int
     program: Program
@@ -22,9 +23,10 @@ class MpiJob:
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
     ssh: SshOptions = SshOptions()  # how other hosts are reached (trainrun.remote)
     hosts_option: str = "-H"  # where the hosts came from, named in errors: -H or --hostfile
+    run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TorchJob:
     nproc_per_node: int | str  # a count, or torchrun's "auto", "gpu" or "cpu"
     program: Program
@@ -41,9 +43,10 @@ class TorchJob:
     local_ranks_filter: str | None = None
     launcher_args: tuple[str, ...] = ()  # passed to torchrun as given
     check_master: bool = False  # node 0's address (or the rendezvous host) must resolve (not for --dry-run)
+    run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SparkJob:
     num_processes: int
     program: Program
@@ -57,3 +60,4 @@ class SparkJob:
     verbose: bool = False  # Spark's own log lines and warnings too
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
     check_master: bool = True  # a spark:// master must accept a connection (not for --dry-run, which stays offline)
+    run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend

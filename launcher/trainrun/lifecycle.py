@@ -101,14 +101,20 @@ class Lifecycle:
                                                f"{self.ranks - len(succeeded)} of {self.ranks} ranks not seen "
                                                "exiting on this host; job stopped"))
 
-    def outcome(self, returncode: int, status: JobStatus, stop: Stop | None) -> JobFailed | None:
-        """What the job ended as: the first rank failure recorded before any stop, else the stop's reason, else
-        the launcher's own exit code."""
+    def reported_end(self, status: JobStatus, stop: Stop | None) -> JobFailed | None:
+        """What the records and the stop say the job ended as: the first rank failure recorded before any stop,
+        else the stop's reason (None: nothing says it failed)."""
         failure = status.first_failure(before=stop.at if stop else None)
         if failure is not None:
             return failure_error(failure)
-        if stop is not None:
-            return stop.error
+        return stop.error if stop is not None else None
+
+    def outcome(self, returncode: int, status: JobStatus, stop: Stop | None) -> JobFailed | None:
+        """What the job ended as: the first rank failure recorded before any stop, else the stop's reason, else
+        the launcher's own exit code."""
+        reported = self.reported_end(status, stop)
+        if reported is not None or stop is not None:
+            return reported
         if returncode != 0:
             code, signal_text = exit_of_returncode(returncode)
             if signal_text:

@@ -1,4 +1,5 @@
-"""A Plan is everything a launch does: one argv, the env it adds, and the Spark conf it applies."""
+"""A Plan is everything a launch does: one argv, the env it adds, the Spark conf it applies, and how trainrun runs
+it (when it stops the job, how it shows its output)."""
 from __future__ import annotations
 
 import json
@@ -15,6 +16,17 @@ if TYPE_CHECKING:
 DEFAULT_EXIT_BARRIER_TIMEOUT = 300.0
 
 
+@dataclass(frozen=True, kw_only=True)
+class RunOptions:
+    """How trainrun runs a job, whatever its backend: a job carries them, its plan holds them, the runner
+    applies them (trainrun.runner, trainrun.lifecycle)."""
+
+    timeout: float | None = None  # stop the whole job after this many seconds (exit 124)
+    # Once a rank has exited 0, how long the others have to exit before the job is stopped.
+    exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT
+    timestamp_output: bool = False  # prefix each output line with the time it arrived (trainrun.output)
+
+
 @dataclass(frozen=True)
 class Plan:
     backend: str
@@ -22,15 +34,15 @@ class Plan:
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)
     ranks: int = 1  # the processes the job starts (the most, for an elastic job)
-    # Once a rank has exited 0, how long the others have to exit before the job is stopped (trainrun.lifecycle).
-    exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT
+    run: RunOptions = RunOptions()
     # Ranks on other hosts over ssh: checked before the launch, swept at its end (trainrun.remote).
     remote: "RemoteHosts | None" = None
 
     def to_dict(self) -> dict:
         plan = {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
                 "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items())),
-                "exit_barrier_timeout": self.exit_barrier_timeout}
+                "timeout": self.run.timeout, "exit_barrier_timeout": self.run.exit_barrier_timeout,
+                "timestamp_output": self.run.timestamp_output}
         if self.remote is not None:
             plan["remote"] = self.remote.to_dict()
         return plan
@@ -40,7 +52,9 @@ class Plan:
 
     def to_text(self) -> str:
         lines = [f"backend: {self.backend}", f"ranks: {self.ranks}", f"argv: {shlex.join(self.argv)}",
-                 f"exit barrier timeout: {self.exit_barrier_timeout:g}s", "env:"]
+                 f"timeout: {f'{self.run.timeout:g}s' if self.run.timeout is not None else 'none'}",
+                 f"exit barrier timeout: {self.run.exit_barrier_timeout:g}s",
+                 f"timestamp output: {'yes' if self.run.timestamp_output else 'no'}", "env:"]
         lines += [f"  {k}={v}" for k, v in sorted(self.env.items())] or ["  (none)"]
         if self.spark_conf:
             lines.append("spark conf:")

@@ -21,7 +21,8 @@ class Program:
     interpreter: str | None = None  # the user's python for `mpi -- python train.py`
 
     def rank_args(self) -> list[str]:
-        """Arguments for `python -m trainrun.rank` (torchrun's ranks, Spark tasks, function payloads)."""
+        """Arguments for `python -m trainrun.rank` (torchrun's ranks, Spark tasks, function payloads); read back
+        by program_from_rank_args."""
         flag = {"script": [], "module": ["-m"], "payload": ["--payload"]}[self.kind]
         return [*flag, self.target, *self.args]
 
@@ -33,6 +34,16 @@ class Program:
         interpreter = self.interpreter or python
         head = {"script": [interpreter], "module": [interpreter, "-m"], "exec": []}[self.kind]
         return shell_rank_argv([*head, self.target, *self.args], python)
+
+
+def program_from_rank_args(args: Sequence[str]) -> Program:
+    """The program of `python -m trainrun.rank ARGS`, as Program.rank_args wrote them: `-m module ARGS`,
+    `--payload FILE RESULT` or `script ARGS`."""
+    if args[0] == "-m":
+        return Program("module", args[1], tuple(args[2:]))
+    if args[0] == "--payload":
+        return Program("payload", args[1], tuple(args[2:]))
+    return Program("script", args[0], tuple(args[1:]))
 
 
 def program_from_script_args(option: str, tokens: Sequence[str]) -> Program:

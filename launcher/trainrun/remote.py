@@ -37,6 +37,7 @@ from dataclasses import dataclass
 from typing import Mapping
 
 from .errors import UsageError
+from .image_contract import SSH_KEYS_DIR, SSHD_COMMAND, SSHD_PORT
 from .proctree import JOB_ID
 from .validate import LOCAL_NAMES, port
 
@@ -59,9 +60,7 @@ SWEEP_MARGIN = 5.0
 PROBE = ('printf "trainrun-probe cores=%s needs=%s\\n" "$(nproc 2>/dev/null || echo 0)" '
          '"$(command -v {needs} 2>/dev/null || echo -)"')
 _PROBE_LINE = re.compile(r"trainrun-probe cores=(\d+) needs=(\S+)")
-# The in-image command that runs sshd as the image's user (images/scripts/trainstack-sshd).
-SSHD_COMMAND = "trainstack-sshd"
-TRAINSTACK_AUTHORIZED_KEYS = "/etc/trainstack/ssh/authorized_keys"
+TRAINSTACK_AUTHORIZED_KEYS = f"{SSH_KEYS_DIR}/authorized_keys"
 
 
 @dataclass(frozen=True)
@@ -133,8 +132,7 @@ def _path(option: str, value: str | None, variable: str, environ: Mapping[str, s
         raise UsageError(option, value, f"{what}, at a path without spaces (Open MPI splits its ssh arguments "
                                         "at spaces)")
     if not os.path.isfile(value) or not os.access(value, os.R_OK):
-        hint = ("; invoke nodes.run's launcher has /etc/trainstack/ssh/id_ed25519" if key else
-                "; invoke nodes.run's launcher has /etc/trainstack/ssh/known_hosts")
+        hint = f"; invoke nodes.run's launcher has {SSH_KEYS_DIR}/{'id_ed25519' if key else 'known_hosts'}"
         raise UsageError(option, value, what + hint, rule="is not a readable file")
     if key:
         mode = os.stat(value)
@@ -289,7 +287,7 @@ def diagnose(remote: RemoteHosts, answer: Answer) -> UsageError | None:
                           "`invoke nodes.up`: `invoke nodes.status` lists them)", rule=f"does not resolve ({said})")
     if "connection refused" in lowered:
         return UsageError(option, host, f"a host running sshd on {where}: trainstack images run "
-                          f"`{SSHD_COMMAND}` (port 2222: --ssh-port 2222), or give --ssh-port",
+                          f"`{SSHD_COMMAND}` (port {SSHD_PORT}: --ssh-port {SSHD_PORT}), or give --ssh-port",
                           rule=f"refuses connections on {where} ({said})")
     if any(text in lowered for text in ("timed out", "no route to host", "network is unreachable")):
         return UsageError(option, host, f"a host up and reachable from here on {where}: check the name, "

@@ -80,12 +80,14 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
-def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False) -> None:
+def run_plan(plan: Plan) -> None:
     """Run the plan to completion; raises JobFailed naming the failed rank and how it ended (exit code or signal),
-    the ranks that hung at the exit barrier, or why trainrun stopped the job. With `timestamps`, each output
-    line is prefixed with the time it arrived; output is relayed through sys.stdout and sys.stderr wherever they
-    are not the process's own descriptors (trainrun.output). However it ends, no process of the job is left
-    running, and a watchdog takes the job down if this process dies first."""
+    the ranks that hung at the exit barrier, or why trainrun stopped the job (plan.run: --timeout, the exit
+    barrier). With plan.run.timestamp_output, each output line is prefixed with the time it arrived; output is
+    relayed through sys.stdout and sys.stderr wherever they are not the process's own descriptors
+    (trainrun.output). However it ends, no process of the job is left running, and a watchdog takes the job down
+    if this process dies first."""
+    timestamps = plan.run.timestamp_output
     output = RelayedOutput(timestamps) if relay_needed(timestamps) else None
     job_id = uuid.uuid4().hex
     launcher = launcher_name(plan.argv)
@@ -110,7 +112,8 @@ def run_plan(plan: Plan, timeout: float | None = None, timestamps: bool = False)
             if output:
                 output.start(proc)
             pidfd = _open_pidfd(proc.pid)
-            lifecycle = Lifecycle(plan.ranks, launcher, timeout, plan.exit_barrier_timeout, time.monotonic())
+            lifecycle = Lifecycle(plan.ranks, launcher, plan.run.timeout, plan.run.exit_barrier_timeout,
+                                  time.monotonic())
             stop: Stop | None = None  # set when trainrun itself stops the job
             while True:
                 code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)

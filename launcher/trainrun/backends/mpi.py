@@ -141,7 +141,7 @@ class MpiPlanner:
             if tag:
                 argv.append("-prepend-rank")
         argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
-        return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes, remote=remote)
+        return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes, run=job.run, remote=remote)
 
 
 class HorovodGlooPlanner:
@@ -162,4 +162,4 @@ class HorovodGlooPlanner:
             argv += ["--output-filename", job.output_filename]
         # horovodrun prefixes every line with its rank ([0]<stdout>:) itself.
         argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
-        return Plan("horovod-gloo", argv, env, ranks=job.num_processes, remote=remote)
+        return Plan("horovod-gloo", argv, env, ranks=job.num_processes, run=job.run, remote=remote)

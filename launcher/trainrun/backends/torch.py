@@ -90,4 +90,4 @@ class TorchPlanner:
         if job.local_ranks_filter:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
-        return Plan("torch", argv, thread_env(machine, nproc), ranks=ranks)
+        return Plan("torch", argv, thread_env(machine, nproc), ranks=ranks, run=job.run)

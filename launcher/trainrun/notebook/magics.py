@@ -96,8 +96,7 @@ class TrainrunMagics(Magics):
 
                 sys.stdout.write(plan_job(job, detect_machine(args.backend)).to_text())
                 return None
-            return run_in_job(job, args.backend, run_cell, (cell, pushed), timeout=args.timeout,
-                              exit_barrier_timeout=args.exit_barrier_timeout, timestamps=args.timestamp_output)
+            return run_in_job(job, args.backend, run_cell, (cell, pushed))
         except JobFailed as exc:
             raise CellError(f"trainrun: {exc}") from None
         except TrainrunError as exc:

@@ -22,6 +22,7 @@ import runpy
 import signal
 import sys
 
+from ..program import Program, program_from_rank_args
 from .env import launcher_rank_env, output_shown
 from .status import TASK_DIR, exit_code_of, exit_of_wait_status, record_exit, record_start
 
@@ -41,16 +42,16 @@ def run_payload(payload_path: str, result_path: str) -> None:
         os.replace(result_path + ".tmp", result_path)
 
 
-def run_program(args: list[str]) -> None:
-    if args[0] == "-m":
-        sys.argv = [args[1], *args[2:]]
-        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
-    elif args[0] == "--payload":
-        run_payload(args[1], args[2])
+def run_program(program: Program) -> None:
+    if program.kind == "payload":
+        run_payload(program.target, program.args[0])
+        return
+    sys.argv = [program.target, *program.args]
+    if program.kind == "module":
+        runpy.run_module(program.target, run_name="__main__", alter_sys=True)
     else:
-        sys.argv = list(args)
-        sys.path[0] = os.path.dirname(os.path.abspath(args[0]))
-        runpy.run_path(args[0], run_name="__main__")
+        sys.path[0] = os.path.dirname(os.path.abspath(program.target))
+        runpy.run_path(program.target, run_name="__main__")
 
 
 def _silence() -> None:
@@ -60,10 +61,10 @@ def _silence() -> None:
     os.close(devnull)
 
 
-def run_rank(args: list[str]) -> int:
+def run_rank(program: Program) -> int:
     """Run the program in this process; its exit code (exceptions are 1, Ctrl-C 130)."""
     try:
-        run_program(args)
+        run_program(program)
         code = 0
     except SystemExit as exc:
         code = exit_code_of(exc)
@@ -79,7 +80,7 @@ def run_rank(args: list[str]) -> int:
     return code
 
 
-def _child(args: list[str], entry_pid: int, mask: set) -> None:
+def _child(program: Program, entry_pid: int, mask: set) -> None:
     """The forked program: its own process group (signals reach it through the entry once), dies with the entry,
     and ends as the interpreter normally does, atexit handlers included (mpi4py's MPI_Finalize is one)."""
     try:
@@ -92,10 +93,10 @@ def _child(args: list[str], entry_pid: int, mask: set) -> None:
         signal.pthread_sigmask(signal.SIG_SETMASK, mask)
     except BaseException:
         os._exit(1)
-    raise SystemExit(run_rank(args))
+    raise SystemExit(run_rank(program))
 
 
-def supervise(args: list[str]) -> int:
+def supervise(program: Program) -> int:
     """Fork the program, forward signals to it, wait for it, end its leftovers, record how it ended."""
     from ..proctree import PR_SET_CHILD_SUBREAPER, RANK_ENTRY, end_rank_leftovers, prctl
 
@@ -109,7 +110,7 @@ def supervise(args: list[str]) -> int:
     old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, FORWARDED)
     child = os.fork()
     if child == 0:
-        _child(args, entry_pid, old_mask)
+        _child(program, entry_pid, old_mask)
     try:
         os.setpgid(child, child)
     except OSError:
@@ -155,4 +156,4 @@ def main(args: list[str]) -> int:
         print("usage: python -m trainrun.rank [-m module | --payload FILE RESULT | script] ARGS",
               file=sys.stderr)
         return 2
-    return supervise(args)
+    return supervise(program_from_rank_args(args))

@@ -41,10 +41,6 @@ class RankExit:
         return f"{who} exited with code {self.exit_code}"
 
 
-# The name older callers and the API use for a failed rank's record.
-RankFailure = RankExit
-
-
 @dataclass(frozen=True)
 class JobStatus:
     """What the records in one status directory say: the ranks that started (rank -> entry pid) and how each
@@ -64,11 +60,6 @@ class JobStatus:
     def running(self) -> list[int | None]:
         """Ranks that started and have not ended, in order."""
         return sorted((r for r in self.started if r not in self.exits), key=lambda r: (r is None, r or 0))
-
-
-def exit_code_of_returncode(returncode: int) -> int:
-    """A Popen returncode as a shell reports it: killed by signal N (returncode -N) is 128 + N."""
-    return returncode if returncode >= 0 else 128 - returncode
 
 
 def exit_code_of(exc: SystemExit) -> int:
@@ -158,11 +149,6 @@ def record_exit(code: int, signal_name: str | None = None, pid: int | None = Non
     status_dir = _status_dir()
     if status_dir:
         write_record(status_dir, os.environ.get("RANK"), code, signal_name, pid)
-
-
-def record_failure(code: int) -> None:
-    """A failing exit code for this rank (kept for callers that record failures only)."""
-    record_exit(code)
 
 
 def _parse_rank(value: object) -> int | None:

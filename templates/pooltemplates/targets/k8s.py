@@ -25,7 +25,7 @@ IMAGE_TAGS = {
 SPARK_VERSION = "4.3.0"
 DEFAULT_REGISTRY = "localhost:5000"
 DEFAULT_NAMESPACE = "default"
-# In-image paths (trainstack.identity spells them for the host tooling; the same test holds them to it).
+# In-image paths (trainrun.image_contract spells them; tests/unit/launcher/test_image_contract.py holds these to it).
 EXAMPLES_DIR = "/opt/trainstack/examples"
 IMAGE_HOME = "/home/trainer"
 IMAGE_UID = 1000

@@ -1,10 +1,9 @@
 """Image identity: one function makes references, and the in-image paths spelled outside the host tooling
-(the templates' YAML, trainrun's doctor) are the ones it names."""
+(the templates' YAML) are the ones it names (trainrun reads them: tests/unit/launcher/test_image_contract.py)."""
 import yaml
 
 from pooltemplates import package_file, packaged_templates
-from trainrun import doctor
-from trainstack.identity import DISCOVERY_SCRIPT_PATH, MANIFEST_PATH, flavor_image, image_reference
+from trainstack.identity import DISCOVERY_SCRIPT_PATH, flavor_image, image_reference
 
 
 def test_references_with_and_without_a_registry() -> None:
@@ -17,7 +16,3 @@ def test_templates_point_at_the_images_discovery_script() -> None:
     scripts = {yaml.safe_load(package_file(f"pools/{name}.yaml").read_text()).get("gpu", {}).get("discovery_script")
                for name in packaged_templates()}
     assert scripts - {None} == {DISCOVERY_SCRIPT_PATH}
-
-
-def test_doctor_reads_the_images_manifest() -> None:
-    assert doctor.MANIFEST == MANIFEST_PATH

@@ -55,6 +55,8 @@ CASES = {
     "torch_standalone_cpu": (["torch", "--standalone", "--nproc-per-node", "cpu", "--no-tag-output", "train.py"],
                              {}),
     "spark_verbose": (["spark", "--num-processes", "2", "--verbose", "train.py"], {}),
+    "torch_timeouts_timestamps": (["torch", "--nproc-per-node", "2", "--timeout", "600", "--exit-barrier-timeout", "30",
+                                   "--timestamp-output", "train.py"], {}),
     "spark_local_mode_torch": (["spark", "--local-mode", "--num-processes", "2", "--", "train.py"], {}),
     "spark_local_mode_horovod_gpu": (["spark", "--local-mode", "--use-gpu", "--framework", "horovod",
                                       "--num-processes", "2", "--", "train_hvd.py"], {"gpu_count": 2}),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,11 +13,15 @@ import time
 import pytest
 
 from trainrun import cli
-from trainrun.backends.spark.driver import _Watcher
-from trainrun.backends.spark.output import ReportedExit
+from trainrun.backends.spark.driver import STAGE, StageWatch
+from trainrun.backends.spark.output import OutputClient, OutputServer
 from trainrun.backends.spark.task import pump_output
+from trainrun.errors import JobFailed
+from trainrun.job import MpiJob, SparkJob, TorchJob
 from trainrun.lifecycle import LAUNCHER_GRACE, Lifecycle, launcher_name
+from trainrun.plan import Plan, RunOptions
 from trainrun.proctree import JOB_ID, alive, descendants, end_job_processes, job_processes
+from trainrun.program import Program
 from trainrun.rank.status import (
     JobStatus,
     RankExit,
@@ -27,6 +32,7 @@ from trainrun.rank.status import (
     write_record,
     write_start,
 )
+from trainrun.runner import run_plan
 
 T0 = 1_000_000.0  # wall-clock time of the records below
 
@@ -185,33 +191,84 @@ def test_exit_barrier_timeout_must_be_finite_and_positive(value, capsys, monkeyp
 
 
 def test_exit_barrier_timeout_is_in_every_plan(plan_for) -> None:
-    assert plan_for(["mpi", "-np", "2", "python", "t.py"]).exit_barrier_timeout == 300
+    assert plan_for(["mpi", "-np", "2", "python", "t.py"]).run.exit_barrier_timeout == 300
     plan = plan_for(["spark", "--local-mode", "--exit_barrier_timeout", "7.5", "--num-processes", "2", "t.py"])
     assert plan.to_dict()["exit_barrier_timeout"] == 7.5 and "exit barrier timeout: 7.5s" in plan.to_text()
 
 
-class FakeServer:
-    def __init__(self, exits: list[ReportedExit], started: list[int]) -> None:
-        self.failure = next((e for e in exits if e.failed), None)
-        self._exits, self._started = exits, started
+@pytest.mark.parametrize("argv", [["mpi", "-np", "2", "python", "t.py"], ["mpi", "--gloo", "-np", "2", "python", "t.py"],
+                                  ["torch", "--nproc-per-node", "2", "t.py"], ["spark", "--num-processes", "2", "t.py"],
+                                  ["spark", "--local-mode", "--num-processes", "2", "t.py"]])
+def test_the_plan_holds_the_timeouts_and_the_output_options(plan_for, argv) -> None:
+    plan = plan_for([argv[0], "--timeout", "90", "--exit-barrier-timeout", "12", "--timestamp-output", *argv[1:]])
+    assert plan.run == RunOptions(timeout=90, exit_barrier_timeout=12, timestamp_output=True)
+    shown = plan.to_dict()
+    assert (shown["timeout"], shown["exit_barrier_timeout"], shown["timestamp_output"]) == (90, 12, True)
+    assert {"timeout: 90s", "exit barrier timeout: 12s", "timestamp output: yes"} <= set(plan.to_text().splitlines())
+    untimed = plan_for(argv)
+    assert untimed.to_dict()["timeout"] is None and "timeout: none" in untimed.to_text().splitlines()
 
-    def first_success(self):
-        successes = [e for e in self._exits if not e.failed]
-        return min(successes, key=lambda e: e.time) if successes else None
 
-    def running(self):
-        return sorted(set(self._started) - {e.rank for e in self._exits})
+def test_the_runner_needs_nothing_beside_the_plan(capfd) -> None:
+    # The plan's own timeout stops the job; its timestamp option prefixes the output.
+    plan = Plan("test", [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(60)"],
+                run=RunOptions(timeout=1.0, timestamp_output=True))
+    started = time.monotonic()
+    with pytest.raises(JobFailed) as failed:
+        run_plan(plan)
+    assert failed.value.exit_code == 124 and time.monotonic() - started < 20
+    out = capfd.readouterr().out
+    assert re.fullmatch(r"\d\d:\d\d:\d\d\.\d{3} hi\n", out), out
 
 
-def test_spark_driver_applies_the_exit_barrier_in_a_callers_session() -> None:
-    hung = FakeServer([ReportedExit(0, 0, None, time.time() - 10)], [0, 1])
-    watcher = _Watcher(hung, lambda: None, None, None)
-    watcher._barrier = 5.0
-    assert "rank 1 did not exit within --exit-barrier-timeout 5s of rank 0 exiting 0" in str(watcher._check())
-    watcher._barrier = 60.0
-    assert watcher._check() is None
-    failed = FakeServer([ReportedExit(0, 0, None, time.time() - 10), ReportedExit(1, 3)], [0, 1])
-    assert _Watcher(failed, lambda: None, 5.0, None)._check() is None
+@pytest.mark.parametrize("job", [MpiJob, TorchJob, SparkJob])
+def test_jobs_are_built_with_keywords(job) -> None:
+    with pytest.raises(TypeError):
+        job(2, Program("script", "t.py"))
+
+
+def stage_watch(exit_barrier_timeout: float, timeout: float | None = None) -> tuple[StageWatch, OutputServer, list]:
+    """The Spark driver's watch over a real output server, as in a caller's own SparkSession."""
+    cancelled: list[bool] = []
+    server = OutputServer("127.0.0.1", lambda failure: None)
+    life = Lifecycle(2, STAGE, timeout, exit_barrier_timeout, time.monotonic())
+    return StageWatch(server, life, lambda: cancelled.append(True)), server, cancelled
+
+
+def report(server: OutputServer, *events: tuple) -> None:
+    client = OutputClient(server.address, server.token)
+    for event in events:
+        client.send_start(event[1]) if event[0] == "start" else client.send_exit(*event[1:])
+    client.close()
+
+
+def test_spark_driver_applies_the_exit_barrier_through_the_lifecycle_in_a_callers_session() -> None:
+    watch, server, cancelled = stage_watch(exit_barrier_timeout=0.5)
+    try:
+        report(server, ("start", 0), ("start", 1), ("exit", 0, 0))
+        deadline = time.monotonic() + 10
+        while not cancelled and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        watch.close()
+        server.close()
+    assert cancelled == [True] and watch.stop.error.exit_code == 124
+    assert str(watch.stop.error) == ("rank 1 did not exit within --exit-barrier-timeout 0.5s of rank 0 exiting 0 "
+                                     "(exit barrier); job stopped")
+
+
+def test_spark_driver_timeout_and_failure_through_the_lifecycle() -> None:
+    watch, server, cancelled = stage_watch(exit_barrier_timeout=60, timeout=0.5)
+    try:
+        report(server, ("start", 0), ("start", 1), ("exit", 1, 3))
+        time.sleep(1.0)
+    finally:
+        watch.close()
+        server.close()
+    # The timeout stops the stage; the rank failure reported before it is what the job ends as.
+    assert cancelled == [True] and str(watch.stop.error) == "job exceeded --timeout 0.5s; job stopped"
+    failed = watch._lifecycle.reported_end(server.status(), watch.stop)
+    assert (failed.exit_code, failed.rank, str(failed)) == (3, 1, "rank 1 exited with code 3; job stopped")
 
 
 def test_task_output_pump_does_not_wait_for_a_leftover_holding_the_pipe() -> None:

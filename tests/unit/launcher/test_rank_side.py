@@ -151,7 +151,7 @@ def test_payload_result_written_by_rank_0_only(rank_env, monkeypatch, rank_id, w
     payload, result = rank_env / "payload.pkl", rank_env / "result.pkl"
     payload.write_bytes(cloudpickle.dumps((lambda a, b, c: {"sum": a + b + c, "rank": os.environ["RANK"]},
                                            (2, 3), {"c": 4})))
-    assert entry.run_rank(["--payload", str(payload), str(result)]) == 0
+    assert entry.run_rank(Program("payload", str(payload), (str(result),))) == 0
     assert result.exists() == writes
     if writes:
         assert cloudpickle.loads(result.read_bytes()) == {"sum": 9, "rank": "0"}

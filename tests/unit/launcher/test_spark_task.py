@@ -4,7 +4,9 @@ from __future__ import annotations
 import socket
 import time
 
-from trainrun.backends.spark.driver import parse_args, program_from_rank_args
+import pytest
+
+from trainrun.backends.spark.driver import parse_args
 from trainrun.backends.spark.output import EXIT, OutputClient, OutputServer, is_local_master, new_token
 from trainrun.backends.spark.task import (
     Rendezvous,
@@ -14,7 +16,7 @@ from trainrun.backends.spark.task import (
     rank_command,
 )
 from trainrun.proctree import task_dir_prefix
-from trainrun.program import Program
+from trainrun.program import Program, program_from_rank_args
 
 
 def test_host_of_task_address() -> None:
@@ -58,7 +60,13 @@ def test_driver_argv_round_trip() -> None:
                                   "--no-gpu", "--conf", "a=b", "--", "-m", "pkg", "x"])
     assert (args.master, args.num_processes, args.use_gpu, args.conf) == ("local[2]", 2, False, ["a=b"])
     assert program_from_rank_args(rank_args) == Program("module", "pkg", ("x",))
-    assert program_from_rank_args(["--payload", "p", "r"]) == Program("payload", "p", ("r",))
+
+
+@pytest.mark.parametrize("program", [Program("script", "t.py", ("--lr", "0.1")), Program("module", "pkg.train", ("-m",)),
+                                     Program("payload", "p.pkl", ("r.pkl",)), Program("script", "t.py")])
+def test_rank_args_are_read_back_by_their_one_parser(program) -> None:
+    # Written by Program.rank_args for torchrun, the Spark driver and payloads; read by the driver and the rank entry.
+    assert program_from_rank_args(program.rank_args()) == program
 
 
 def wait_until(condition, seconds: float = 5) -> None:
@@ -77,12 +85,13 @@ def test_output_server_prints_lines_and_reports_first_failure(capsys) -> None:
             client.send_line(f"[rank {rank}] hello\n")
             client.send_exit(rank, code, sig)
             client.close()
-            wait_until(lambda: rank in server.exits)
+            wait_until(lambda: rank in server.status().exits)
     finally:
         server.close()
     assert [(f.rank, f.exit_code, f.signal) for f in failures] == [(1, 3, None)]
     assert [(kind, rank) for kind, rank, _ in events] == [("start", 1), ("exit", 1), ("start", 0), ("exit", 0)]
-    assert server.exits[0].signal == "SIGTERM" and server.running() == []
+    status = server.status()
+    assert status.exits[0].signal == "SIGTERM" and status.running() == [] and status.first_failure().rank == 1
     out = capsys.readouterr().out
     assert "[rank 1] hello\n" in out and "[rank 0] hello\n" in out
 
@@ -106,10 +115,10 @@ def test_output_server_believes_nothing_from_a_connection_without_the_token(caps
         good.send_line("[rank 1] real\n")
         good.send_exit(1, 0)
         good.close()
-        wait_until(lambda: 1 in server.exits)
+        wait_until(lambda: 1 in server.status().exits)
     finally:
         server.close()
-    assert failures == [] and server.failure is None and list(server.exits) == [1]
+    assert failures == [] and server.failure is None and list(server.status().exits) == [1]
     out = capsys.readouterr().out
     assert "[rank 1] real" in out and "injected" not in out
 

@@ -1,6 +1,7 @@
 """A Spark barrier stage (one task per process), or TorchDistributor-style local mode on this host."""
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Callable, Mapping
 
@@ -91,7 +92,7 @@ class SparkPlanner:
             env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
         if "PYSPARK_PYTHON" not in machine.environ:
             env["PYSPARK_PYTHON"] = machine.python
-        return Plan("spark", argv, env, dict(conf), ranks=job.num_processes)
+        return Plan("spark", argv, env, dict(conf), ranks=job.num_processes, run=job.run)
 
     def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
         conf = dict(DEFAULT_CONF)
@@ -108,7 +109,9 @@ class SparkPlanner:
             raise UsageError("--num-processes", job.num_processes,
                              f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
         if job.framework == "torch":
-            plan = TorchPlanner().plan(TorchJob(job.num_processes, job.program, local_ranks_filter=shown), machine)
+            plan = TorchPlanner().plan(TorchJob(nproc_per_node=job.num_processes, program=job.program,
+                                                local_ranks_filter=shown, run=job.run), machine)
         else:
-            plan = MpiPlanner().plan(MpiJob(job.num_processes, job.program, ranks_filter=shown), machine)
-        return Plan(f"spark local mode: {plan.backend}", plan.argv, plan.env, ranks=plan.ranks)
+            plan = MpiPlanner().plan(MpiJob(num_processes=job.num_processes, program=job.program, ranks_filter=shown,
+                                            run=job.run), machine)
+        return dataclasses.replace(plan, backend=f"spark local mode: {plan.backend}")

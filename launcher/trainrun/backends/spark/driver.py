@@ -7,24 +7,28 @@ Run as `python -m trainrun.backends.spark.driver --master URL --num-processes N 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import signal
 import sys
 import threading
 import time
 import uuid
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from ...errors import JobFailed, TrainrunError
-from ...lifecycle import TIMED_OUT, rank_list
+from ...lifecycle import Lifecycle, Stop
 from ...proctree import JOB_ID
-from ...program import Program
-from ...rank.status import STATUS_DIR, write_record, write_start
+from ...program import Program, program_from_rank_args
+from ...rank.status import STATUS_DIR, RankExit, write_record, write_start
 from ...validate import key_value
-from .output import LOOPBACK, OutputServer, ReportedExit, is_local_master
+from .output import LOOPBACK, OutputServer, is_local_master
 from .stage_failure import describe_stage_failure
 from .task import TaskConfig, run_barrier_task
 
+# What trainrun.lifecycle's messages call the launcher here.
+STAGE = "the Spark stage"
+POLL_SECONDS = 0.2
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
 
@@ -33,10 +37,11 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
                     timeout: float | None = None) -> bytes | None:
     """Run the barrier stage; returns rank 0's pickled result for a function payload, else None.
 
-    Each rank's start and end reach the driver through the output channel; under `trainrun spark` they are
-    written as rank records for trainrun's runner ($TRAINRUN_STATUS_DIR), which applies the exit barrier and
-    --timeout. In a caller's own SparkSession (trainrun.run(spark=session)) there is no runner: with
-    `exit_barrier_timeout` (and `timeout`) the driver applies them itself, cancelling the stage.
+    Each rank's start and end reach the driver through the output channel, as the rank records of
+    trainrun.rank.status; under `trainrun spark` they are also written to $TRAINRUN_STATUS_DIR for trainrun's
+    runner, which applies the exit barrier and --timeout. In a caller's own SparkSession (trainrun.run(spark=
+    session)) there is no runner: with `exit_barrier_timeout` (and `timeout`) the driver applies them itself
+    through the same trainrun.lifecycle, cancelling the stage.
     """
     sc = session.sparkContext
     payload = None
@@ -52,35 +57,31 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
                           on_event=_status_writer(status_dir) if status_dir and os.path.isdir(status_dir) else None)
     config = TaskConfig(num_processes, program, framework, use_gpu, server.address, payload, shown_ranks,
                         token=server.token, job_id=job_id)
-    watcher = _Watcher(server, lambda: sc.cancelJobGroup(group), exit_barrier_timeout, timeout)
+    lifecycle = Lifecycle(num_processes, STAGE, timeout,
+                          math.inf if exit_barrier_timeout is None else exit_barrier_timeout, time.monotonic())
+    watch = StageWatch(server, lifecycle, lambda: sc.cancelJobGroup(group)) \
+        if exit_barrier_timeout is not None or timeout is not None else None
     sc.setJobGroup(group, "trainrun barrier job", interruptOnCancel=True)
     try:
         results = (sc.parallelize(range(num_processes), num_processes).barrier()
                    .mapPartitions(lambda partition: run_barrier_task(config, partition)).collect())
     except Exception as err:
-        failure = _wait_for_reported_failure(server)
-        if failure is not None:
-            raise JobFailed(failure.exit_code, f"{describe(failure)}; Spark stage cancelled", failure.rank,
-                            failure.signal) from None
-        if watcher.stopped is not None:
-            raise watcher.stopped from None
+        _wait_for_reported_failure(server)
+        failed = lifecycle.reported_end(server.status(), watch.stop if watch else None)
+        if failed is not None:
+            raise failed from None
         remote_hosts = {rank: host for rank, host in server.hosts.items() if host != LOOPBACK}
         raise JobFailed(1, describe_stage_failure(str(err), remote_hosts)) from None
     finally:
-        watcher.close()
+        if watch is not None:
+            watch.close()
         server.close()
     return next((r for r in results if r is not None), None)
 
 
-def describe(ended: ReportedExit) -> str:
-    if ended.signal:
-        return f"rank {ended.rank} was killed by {ended.signal}"
-    return f"rank {ended.rank} exited with code {ended.exit_code}"
-
-
 def _status_writer(status_dir: str):
     """Rank records for trainrun's runner, as the ranks themselves write them under the other backends."""
-    def write(kind: str, rank: int, ended: ReportedExit | None) -> None:
+    def write(kind: str, rank: int, ended: RankExit | None) -> None:
         try:
             if kind == "start":
                 write_start(status_dir, rank, 0)
@@ -92,47 +93,30 @@ def _status_writer(status_dir: str):
     return write
 
 
-class _Watcher:
-    """The exit barrier and the timeout, for a barrier stage that runs without trainrun's runner."""
+class StageWatch:
+    """trainrun.lifecycle over the starts and ends the output server has received, for a barrier stage that runs
+    without trainrun's runner: a stop with a reason cancels the stage. A stop without one (every rank exited 0
+    and the stage has not ended) cancels nothing: Spark ends the stage, and rank 0's result is in it."""
 
-    def __init__(self, server: OutputServer, cancel, exit_barrier_timeout: float | None,
-                 timeout: float | None) -> None:
-        self.stopped: JobFailed | None = None
-        self._server, self._cancel = server, cancel
-        self._barrier, self._timeout = exit_barrier_timeout, timeout
+    def __init__(self, server: OutputServer, lifecycle: Lifecycle, cancel: Callable[[], None]) -> None:
+        self.stop: Stop | None = None
+        self._server, self._lifecycle, self._cancel = server, lifecycle, cancel
         self._done = threading.Event()
-        self._started = time.monotonic()
-        if exit_barrier_timeout is not None or timeout is not None:
-            threading.Thread(target=self._watch, daemon=True).start()
+        threading.Thread(target=self._watch, daemon=True).start()
 
     def _watch(self) -> None:
-        while not self._done.wait(0.2):
-            stopped = self._check()
-            if stopped is not None:
-                self.stopped = stopped
+        while not self._done.wait(POLL_SECONDS):
+            stop = self._lifecycle.check(time.monotonic(), time.time(), self._server.status())
+            if stop is not None and stop.error is not None:
+                self.stop = stop
                 self._cancel()
                 return
-
-    def _check(self) -> JobFailed | None:
-        if self._server.failure is not None:
-            return None
-        if self._timeout is not None and time.monotonic() - self._started > self._timeout:
-            return JobFailed(TIMED_OUT, f"job exceeded --timeout {self._timeout:g}s; Spark stage cancelled")
-        first = self._server.first_success()
-        if self._barrier is None or first is None or time.time() - first.time <= self._barrier:
-            return None
-        running = self._server.running()
-        if not running:
-            return None
-        return JobFailed(TIMED_OUT, f"{rank_list(running)} did not exit within --exit-barrier-timeout "
-                                    f"{self._barrier:g}s of rank {first.rank} exiting 0 (exit barrier); "
-                                    "Spark stage cancelled")
 
     def close(self) -> None:
         self._done.set()
 
 
-def _wait_for_reported_failure(server: OutputServer, seconds: float = 2.0) -> ReportedExit | None:
+def _wait_for_reported_failure(server: OutputServer, seconds: float = 2.0) -> RankExit | None:
     deadline = time.monotonic() + seconds
     while server.failure is None and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -152,14 +136,6 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--verbose", action="store_true", help="Spark's own warnings and log lines too")
     parser.add_argument("--ranks-filter", help="show only these ranks' output, e.g. 0 or 0,1")
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
-
-
-def program_from_rank_args(args: list[str]) -> Program:
-    if args[0] == "-m":
-        return Program("module", args[1], tuple(args[2:]))
-    if args[0] == "--payload":
-        return Program("payload", args[1], tuple(args[2:]))
-    return Program("script", args[0], tuple(args[1:]))
 
 
 def record_failure(err: JobFailed) -> None:

@@ -13,8 +13,9 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable
+
+from ...rank.status import JobStatus, RankExit
 
 CONTROL = "\x00trainrun-"
 START = CONTROL + "start "
@@ -34,36 +35,22 @@ def is_local_master(master: str) -> bool:
     return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
-@dataclass(frozen=True)
-class ReportedExit:
-    rank: int
-    exit_code: int
-    signal: str | None = None
-    time: float = 0.0
-
-    @property
-    def failed(self) -> bool:
-        return self.exit_code != 0 or self.signal is not None
-
-
-# The name the driver used for a failure report.
-ReportedFailure = ReportedExit
-
-
 class OutputServer:
-    """Prints every line authenticated tasks send; records each rank's start and end; calls `on_failure` once,
-    for the first rank that reports failing, and `on_event(kind, rank, exit)` for every start and end."""
+    """Prints every line authenticated tasks send; records each rank's start and end as the rank records of
+    trainrun.rank.status (`status()`); calls `on_failure` once, for the first rank that reports failing, and
+    `on_event(kind, rank, exit)` for every start and end."""
 
-    def __init__(self, host: str, on_failure: Callable[[ReportedExit], None], token: str | None = None,
-                 on_event: Callable[[str, int, ReportedExit | None], None] | None = None) -> None:
+    def __init__(self, host: str, on_failure: Callable[[RankExit], None], token: str | None = None,
+                 on_event: Callable[[str, int, RankExit | None], None] | None = None) -> None:
         self.token = token or new_token()
         self._sock = socket.create_server((host, 0))
         self.address = (host, self._sock.getsockname()[1])
-        self.failure: ReportedExit | None = None
-        self.started: set[int] = set()
+        self.failure: RankExit | None = None
         # The address each rank's task connected from: the host it ran on.
         self.hosts: dict[int, str] = {}
-        self.exits: dict[int, ReportedExit] = {}
+        # Ranks that started (no entry pid reaches the driver: 0) and how each that ended ended.
+        self._started: dict[int | None, int] = {}
+        self._exits: dict[int | None, RankExit] = {}
         self.refused = 0
         self._on_failure = on_failure
         self._on_event = on_event
@@ -112,19 +99,19 @@ class OutputServer:
             if line.startswith(START):
                 rank = int(line[len(START):].split()[0])
                 with self._lock:
-                    self.started.add(rank)
+                    self._started[rank] = 0
                     self.hosts[rank] = conn.getpeername()[0]
                 if self._on_event:
                     self._on_event("start", rank, None)
             elif line.startswith(EXIT):
                 rank_text, code, sig = line[len(EXIT):].split()[:3]
-                self._record(ReportedExit(int(rank_text), int(code), None if sig == "-" else sig, time.time()))
+                self._record(RankExit(int(rank_text), int(code), None if sig == "-" else sig, time.time()))
         except (ValueError, IndexError, OSError):
             return
 
-    def _record(self, ended: ReportedExit) -> None:
+    def _record(self, ended: RankExit) -> None:
         with self._lock:
-            self.exits.setdefault(ended.rank, ended)
+            self._exits.setdefault(ended.rank, ended)
             first_failure = ended.failed and self.failure is None
             if first_failure:
                 self.failure = ended
@@ -133,14 +120,10 @@ class OutputServer:
         if first_failure:
             self._on_failure(ended)
 
-    def first_success(self) -> ReportedExit | None:
+    def status(self) -> JobStatus:
+        """The ranks' starts and ends reported so far."""
         with self._lock:
-            successes = [e for e in self.exits.values() if not e.failed]
-        return min(successes, key=lambda e: e.time) if successes else None
-
-    def running(self) -> list[int]:
-        with self._lock:
-            return sorted(self.started - set(self.exits))
+            return JobStatus(dict(self._started), dict(self._exits))
 
     def close(self) -> None:
         self._sock.close()
@@ -160,9 +143,6 @@ class OutputClient:
 
     def send_exit(self, rank: int, exit_code: int, signal: str | None = None) -> None:
         self.send_line(f"{EXIT}{rank} {exit_code} {signal or '-'}\n")
-
-    def send_failure(self, rank: int, exit_code: int) -> None:
-        self.send_exit(rank, exit_code)
 
     def close(self) -> None:
         self._sock.close()
