@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
-        raise UsageError("command", "", f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
+        raise UsageError("command", "", valid=f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
     if args.backend == "mpi":
         hosts = (parse_hosts("-H", args.hosts) if args.hosts else
                  parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
@@ -203,8 +203,8 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                       "--hostfile" if args.hostfile else "-H")
     if args.backend == "torch":
         if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
-            raise UsageError("--standalone", True, "a single-node job: without --nnodes > 1, --master-addr or "
-                                                   "--rdzv-endpoint")
+            raise UsageError("--standalone", True, valid="a single-node job: without --nnodes > 1, --master-addr or "
+                                                         "--rdzv-endpoint")
         program = program_from_script_args("command", ["-m", *command] if args.module else command)
         return TorchJob(args.nproc_per_node, program, args.nnodes[0], args.node_rank, args.master_addr,
                         args.master_port, args.rdzv_endpoint, args.rdzv_id, args.nnodes[1], args.max_restarts,
@@ -233,7 +233,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return doctor_main(build_parser().parse_args(argv).json)
         plan, args = plan_from_argv(argv)
         if args.json and not args.dry_run:
-            raise UsageError("--json", True, "together with --dry-run")
+            raise UsageError("--json", True, valid="together with --dry-run")
         if args.dry_run:
             sys.stdout.write(plan.to_json() if args.json else plan.to_text())
             return 0

@@ -41,20 +41,20 @@ def program_from_script_args(option: str, tokens: Sequence[str]) -> Program:
     if len(tokens) > 1 and _PYTHON.match(os.path.basename(tokens[0])):
         tokens = tokens[1:]
     if not tokens:
-        raise UsageError(option, "", "a script and its arguments after `--`, or `-m module ARGS`")
+        raise UsageError(option, "", valid="a script and its arguments after `--`, or `-m module ARGS`")
     if tokens[0] == "-m":
         if len(tokens) < 2:
-            raise UsageError(option, "-m", "a module name after -m")
+            raise UsageError(option, "-m", valid="a module name after -m")
         return Program("module", tokens[1], tuple(tokens[2:]))
     if tokens[0].startswith("-"):
-        raise UsageError(option, tokens[0], "a script path or -m module")
+        raise UsageError(option, tokens[0], valid="a script path or -m module")
     return Program("script", tokens[0], tuple(tokens[1:]))
 
 
 def program_from_command(option: str, command: Sequence[str]) -> Program:
     """A full command as mpirun takes it; `python script.py` and `python -m mod` run in-process."""
     if not command:
-        raise UsageError(option, "", "a command after `--`, e.g. -- python train.py")
+        raise UsageError(option, "", valid="a command after `--`, e.g. -- python train.py")
     if _PYTHON.match(os.path.basename(command[0])) and len(command) > 1:
         rest = command[1:]
         if rest[0] == "-m" and len(rest) > 1:

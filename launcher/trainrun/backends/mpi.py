@@ -32,7 +32,7 @@ def user_env(option: str, specs: Iterable[str], environ: Mapping[str, str]) -> d
         elif spec in environ:
             name, value = spec, environ[spec]
         else:
-            raise UsageError(option, spec, "NAME=VALUE or the name of a variable set in the environment")
+            raise UsageError(option, spec, valid="NAME=VALUE or the name of a variable set in the environment")
         env[name] = value
     return env
 
@@ -128,12 +128,13 @@ class MpiPlanner:
                 argv += ["-x", name]
         else:
             if job.output_filename:
-                raise UsageError("--output-filename", job.output_filename, "Open MPI's mpirun (MPICH has no such option)")
+                raise UsageError("--output-filename", job.output_filename,
+                                 valid="Open MPI's mpirun (MPICH has no such option)")
             if job.ssh.given():
                 option, value = next((name, value) for name, value in (
                     ("--ssh-port", job.ssh.port), ("--ssh-identity-file", job.ssh.identity_file),
                     ("--ssh-known-hosts", job.ssh.known_hosts)) if value is not None)
-                raise UsageError(option, value, MPICH_SSH)
+                raise UsageError(option, value, valid=MPICH_SSH)
             argv = ["mpirun", "-np", str(job.num_processes), "-hosts", host_list,
                     "-bind-to", "none", "-map-by", "slot", "-genvlist", ",".join(names)]
             if job.network_interface:

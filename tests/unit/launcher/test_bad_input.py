@@ -233,3 +233,12 @@ def test_a_silent_master_is_given_up_after_the_bound() -> None:
     with pytest.raises(UsageError, match="192.0.2.1:7077 did not accept a TCP connection within 0.3 s"):
         check_reachable("--master", "spark://192.0.2.1:7077", [("192.0.2.1", 7077)], seconds=0.3)
     assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("value", ["x" * 500, list(range(300)), {"a": ["b" * 200] * 50}, 10 ** 200, "short", 3.5])
+def test_usage_error_shows_values_as_pooltemplates_problems_do(value: object) -> None:
+    pooltemplates = pytest.importorskip("pooltemplates")
+    assert trainrun.errors.shown(value) == pooltemplates.shown(value)
+    assert str(UsageError("--opt", value, "is wrong", valid="anything")) == \
+        str(pooltemplates.Problem("--opt", value, "is wrong", "anything"))
+    assert len(str(UsageError("--opt", value, valid="v"))) <= len("--opt = : is invalid (valid: v)") + 80

@@ -308,7 +308,7 @@ def test_a_failed_check_starts_nothing(monkeypatch, tmp_path) -> None:
     marker = tmp_path / "started"
 
     def refuse(plan_remote, env):
-        raise UsageError("-H", "worker-1", "a host", rule="does not resolve")
+        raise UsageError("-H", "worker-1", valid="a host", rule="does not resolve")
 
     monkeypatch.setattr(remote, "check_hosts", refuse)
     from trainrun.runner import run_plan

@@ -33,7 +33,7 @@ def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: i
         template = pooltemplates.load_template(name, overrides)
         pooltemplates.check_barrier_job(template, num_processes, use_gpu)
     except pooltemplates.TemplateError as err:
-        raise UsageError("--template", name, f"a template that fits this job: {err}") from None
+        raise UsageError("--template", name, valid=f"a template that fits this job: {err}") from None
     return template.spark_conf()
 
 
@@ -43,7 +43,7 @@ def wants_gpu(job: SparkJob, conf: Mapping[str, str]) -> bool:
     try:
         return float(conf.get(TASK_GPUS, "0")) > 0
     except ValueError:
-        raise UsageError(TASK_GPUS, conf[TASK_GPUS], "a number of GPUs per task") from None
+        raise UsageError(TASK_GPUS, conf[TASK_GPUS], valid="a number of GPUs per task") from None
 
 
 class SparkPlanner:
@@ -53,9 +53,9 @@ class SparkPlanner:
     def plan(self, job: SparkJob, machine: Machine) -> Plan:
         rank_count("--num-processes", job.num_processes)
         if job.template_set and not job.template:
-            raise UsageError("--set", job.template_set[0][0], "used together with --template")
+            raise UsageError("--set", job.template_set[0][0], valid="used together with --template")
         if job.framework not in FRAMEWORKS:
-            raise UsageError("--framework", job.framework, " or ".join(FRAMEWORKS))
+            raise UsageError("--framework", job.framework, valid=" or ".join(FRAMEWORKS))
         shown = None if job.ranks_filter is None else rank_list("--ranks-filter", job.ranks_filter,
                                                                   job.num_processes)
         if job.local_mode:
@@ -67,7 +67,7 @@ class SparkPlanner:
         conf = self._conf(job, job.use_gpu is True)
         use_gpu = wants_gpu(job, conf)
         if use_gpu and TASK_GPUS not in conf:
-            raise UsageError("--use-gpu", True, f"a template or --conf that sets {TASK_GPUS}")
+            raise UsageError("--use-gpu", True, valid=f"a template or --conf that sets {TASK_GPUS}")
         master = job.master or conf.get("spark.master") or f"local[{job.num_processes}]"
         option = "--master" if job.master else "spark.master"
         standalone_masters = spark_master(option, master)
@@ -106,7 +106,7 @@ class SparkPlanner:
             self._conf(job, bool(job.use_gpu))
         if job.use_gpu and machine.gpu_count < job.num_processes:
             raise UsageError("--num-processes", job.num_processes,
-                             f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
+                             valid=f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
         if job.framework == "torch":
             plan = TorchPlanner().plan(TorchJob(job.num_processes, job.program, local_ranks_filter=shown), machine)
         else:
