@@ -9,6 +9,7 @@ import time
 from typing import Sequence
 
 from . import __version__
+from .arguments import TrainrunParser
 from .backends import plan_job
 from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
@@ -17,7 +18,7 @@ from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan
 from .program import program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
-from .validate import key_value, parse_hostfile, parse_hosts, timeout
+from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -99,7 +100,7 @@ def _common(parser: argparse.ArgumentParser, launcher: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = TrainrunParser(
         prog="trainrun", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="One launcher over mpirun (Horovod), torch.distributed.run and Spark barrier jobs. "
                     "Every rank sees RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
@@ -210,7 +211,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                         args.master_port, args.rdzv_endpoint, args.rdzv_id, args.nnodes[1], args.max_restarts,
                         args.tag_output, args.log_dir, args.local_ranks_filter, tuple(shlex.split(args.torchrun_args)),
                         check_master=not args.dry_run)
-    conf = tuple(key_value("--conf", item) for item in args.conf)
+    conf = tuple(spark_conf_item("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(args.num_processes, program_from_script_args("command", command), args.master, args.template,
                     template_set, conf, args.use_gpu, args.local_mode, args.framework, args.verbose,

@@ -84,6 +84,15 @@ def key_value(option: str, value: str) -> tuple[str, str]:
     return key, val
 
 
+def spark_conf_item(option: str, value: str) -> tuple[str, str]:
+    """`spark.KEY=VALUE`: Spark ignores, with a log line only, conf keys outside `spark.`."""
+    key, val = key_value(option, value)
+    if not key.startswith("spark.") or key == "spark.":
+        raise UsageError(option, value, "is not Spark conf (Spark reads only keys that start with `spark.`)",
+                         valid="spark.KEY=VALUE, e.g. spark.executor.memory=4g")
+    return key, val
+
+
 @dataclass(frozen=True)
 class HostSlots:
     name: str
@@ -97,7 +106,7 @@ def parse_hosts(option: str, value: str) -> tuple[HostSlots, ...]:
     hosts = []
     for entry in value.split(","):
         name, sep, slots = entry.strip().partition(":")
-        if not name or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
+        if not name or any(ch.isspace() for ch in name) or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
             raise UsageError(option, value, valid=f"host:slots[,host:slots...] with 1 to {MAX_RANKS} slots, "
                              "e.g. node0:4,node1:4")
         hosts.append(HostSlots(name, int(slots) if sep else 1))

@@ -2,6 +2,7 @@
 controller (horovodrun --gloo starts the ranks and hosts the rendezvous)."""
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping
 
 from ..errors import MissingBackend, UsageError
@@ -20,6 +21,7 @@ FORWARDED_PREFIXES = ("NCCL_", "HOROVOD_", "CUDA_", "GLOO_", "TORCH_", "OMP_")
 INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
 INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
 INSTALL_HOROVOD = "pip install horovod built with Gloo (HOROVOD_WITH_GLOO=1), or use a trainstack image"
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MPICH_SSH = "Open MPI's mpirun or --gloo (MPICH's Hydra takes ssh settings from ~/.ssh/config)"
 
 
@@ -33,6 +35,9 @@ def user_env(option: str, specs: Iterable[str], environ: Mapping[str, str]) -> d
             name, value = spec, environ[spec]
         else:
             raise UsageError(option, spec, valid="NAME=VALUE or the name of a variable set in the environment")
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise UsageError(option, spec, f"{name!r} is not a variable name",
+                             valid="NAME=VALUE with NAME of letters, digits and _, not starting with a digit")
         env[name] = value
     return env
 

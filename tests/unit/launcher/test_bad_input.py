@@ -54,6 +54,14 @@ USAGE_CASES = {
                               "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://https://HOST:PORT"),
     "standalone master without port": (["spark", "-np", "2", "--master", "spark://head", "t.py"], "--master",
                                        "spark://HOST:PORT"),
+    "host with a space for slots": (["mpi", "-np", "2", "-H", "localhost 2", "python", "t.py"], "-H",
+                                    "host:slots[,host:slots...]"),
+    "-x name with a space": (["mpi", "-np", "2", "-x", "BAD NAME=1", "python", "t.py"], "-x",
+                             "NAME of letters, digits and _"),
+    "-x name starting with a digit": (["mpi", "-np", "2", "-x", "1X=1", "python", "t.py"], "-x",
+                                      "NAME of letters, digits and _"),
+    "conf outside spark.": (["spark", "-np", "2", "--conf", "notspark.key=1", "t.py"], "--conf",
+                            "spark.KEY=VALUE, e.g. spark.executor.memory=4g"),
     "master from conf": (["spark", "-np", "2", "--conf", "spark.master=local[0]", "t.py"], "spark.master",
                          "local[N]"),
 }
@@ -98,15 +106,48 @@ def test_template_checked_with_job_shape(plan_for, fake_pooltemplates) -> None:
     assert fake_pooltemplates.checked == [("gpu-pool", 4, True)]
 
 
-@pytest.mark.parametrize("argv,fragment,code", [
-    (["torch", "--nproc-per-node", "0", "--", "t.py"], "--nproc-per-node/--nproc_per_node: expected an integer >= 1, got '0'", 2),
-    (["mpi", "-np", "x", "--", "python", "t.py"], "-np/--num-processes/--num-proc/--num_processes/--num_proc: expected an integer >= 1, got 'x'", 2),
-])
-def test_cli_option_type_errors_exit_2(argv, fragment, code, capsys) -> None:
+ARGUMENT_CASES = {
+    "type of a count": (["torch", "--nproc-per-node", "0", "--", "t.py"],
+                        "--nproc-per-node = '0': is invalid (valid: an integer >= 1)"),
+    "np not a number": (["mpi", "-np", "x", "--", "python", "t.py"], "-np = 'x': is invalid (valid: an integer >= 1)"),
+    "--np for -np": (["mpi", "--np", "2", "python", "t.py"],
+                     "option = '--np': is not an option of trainrun mpi; did you mean -np? "
+                     "(valid: the options `trainrun mpi --help` lists)"),
+    "--dryrun": (["mpi", "-np", "2", "--dryrun", "python", "t.py"],
+                 "option = '--dryrun': is not an option of trainrun mpi; did you mean --dry-run?"),
+    "--nprocs-per-node": (["torch", "--nprocs-per-node", "2", "t.py"],
+                          "option = '--nprocs-per-node': is not an option of trainrun torch; "
+                          "did you mean --nproc-per-node?"),
+    "mpirun's -np under torch": (["torch", "-np", "2", "t.py"],
+                                 "option = '-np': is not an option of trainrun torch; did you mean --nproc-per-node?"),
+    "torchrun's option under spark": (["spark", "--nproc-per-node", "2", "t.py"],
+                                      "option = '--nproc-per-node': is not an option of trainrun spark; "
+                                      "did you mean --num-processes?"),
+    "no backend": (["-np", "2", "python", "t.py"],
+                   "backend = '': is missing before -np (valid: mpi, torch, spark, doctor, e.g. trainrun mpi -np 2 "
+                   "python train.py)"),
+    "misspelled backend": (["mpy", "-np", "2", "python", "t.py"], "backend = 'mpy': is not a backend; did you mean mpi?"),
+    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, doctor"),
+    "launcher arguments without =": (["mpi", "-np", "2", "--mpi-args", "--bogus", "python", "t.py"],
+                                     "--mpi-args = '--bogus': is read as an option of trainrun's own "
+                                     "(valid: --mpi-args=--bogus or --mpi-args='--bogus ...', with `=`)"),
+    "np missing": (["mpi", "python", "t.py"], "-np = '': is required (valid: -np N: the number of ranks)"),
+    "np without value": (["mpi", "-np"], "-np = '': needs a value (valid: -np N: the number of ranks)"),
+    "framework choice": (["spark", "-np", "2", "--framework", "tf", "t.py"],
+                         "--framework = 'tf': is invalid (valid: torch, horovod)"),
+    "exclusive gpu options": (["spark", "-np", "2", "--use-gpu", "--no-gpu", "t.py"],
+                              "--no-gpu = True: is not allowed with --use-gpu (valid: one of them)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARGUMENT_CASES))
+def test_argument_errors_are_one_line_in_the_project_format(case: str, capsys) -> None:
+    argv, fragment = ARGUMENT_CASES[case]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
-    assert exit_info.value.code == code
-    assert fragment in capsys.readouterr().err
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trainrun: {fragment}") and err.count("\n") == 1, err
 
 
 def test_cli_prints_one_line_and_exit_code(capsys, monkeypatch: pytest.MonkeyPatch, machine) -> None:
