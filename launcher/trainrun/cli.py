@@ -176,8 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     gpu = spark.add_mutually_exclusive_group()
     _option(gpu, "--use-gpu", dest="use_gpu", action="store_true", default=None,
-            help="one GPU per rank (needs spark.task.resource.gpu.amount; default: when the conf gives tasks GPUs)")
-    _option(gpu, "--no-gpu", dest="use_gpu", action="store_false", help="run without GPUs")
+            help="GPUs for the ranks (needs spark.task.resource.gpu.amount; default: when --conf gives tasks "
+                 "GPUs; a template's GPUs alone do not count)")
+    _option(gpu, "--no-gpu", dest="use_gpu", action="store_false", help="run without GPUs (the default; drops the template's GPU settings)")
     _option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
     _option(spark, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     spark.add_argument("--framework", choices=("torch", "horovod"), default="torch",
@@ -240,6 +241,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.verbose:
             sys.stderr.write(plan.to_text())
+        note = default_master_note(args, plan)
+        if note:
+            print(f"trainrun: {note}", file=sys.stderr)
         from .runner import run_plan
 
         started = time.monotonic()
@@ -253,6 +257,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainrunError as err:
         print(f"trainrun: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def default_master_note(args: argparse.Namespace, plan: Plan) -> str | None:
+    """Which master a Spark job without --master runs on, where neither the template nor --conf names one."""
+    if args.backend != "spark" or args.master or args.local_mode or "spark.master" in plan.spark_conf:
+        return None
+    master = plan.argv[plan.argv.index("--master") + 1]
+    return (f"no --master: Spark runs every rank on this host ({master}); a pool's: --master spark://HOST:7077 "
+            "(invoke pool.status prints it)")
 
 
 def _summary(plan: Plan, seconds: float) -> str:

@@ -1,6 +1,7 @@
 """Bad input: one error naming the option, the value and what is valid; missing backends say what to install."""
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
@@ -283,3 +284,47 @@ def test_usage_error_shows_values_as_pooltemplates_problems_do(value: object) ->
     assert str(UsageError("--opt", value, "is wrong", valid="anything")) == \
         str(pooltemplates.Problem("--opt", value, "is wrong", "anything"))
     assert len(str(UsageError("--opt", value, valid="v"))) <= len("--opt = : is invalid (valid: v)") + 80
+
+
+def test_a_templates_gpus_alone_do_not_turn_on_use_gpu(plan_for, fake_pooltemplates) -> None:
+    plan = plan_for(["spark", "--template", "gpu-pool", "--num-processes", "2", "t.py"])
+    assert "--no-gpu" in plan.argv and not [key for key in plan.spark_conf if ".resource.gpu." in key]
+    assert fake_pooltemplates.checked == [("gpu-pool", 2, False)]
+
+
+def test_no_gpu_drops_the_templates_gpu_conf_but_not_the_users(plan_for, fake_pooltemplates) -> None:
+    plan = plan_for(["spark", "--template", "gpu-pool", "--no-gpu", "--conf", "spark.worker.resource.gpu.amount=1",
+                     "--master", "spark://head:7077", "--dry-run", "-np", "2", "t.py"])
+    assert [key for key in plan.spark_conf if ".resource.gpu." in key] == ["spark.worker.resource.gpu.amount"]
+
+
+def test_the_documented_template_command_plans_a_cpu_job_on_this_host(plan_for) -> None:
+    pytest.importorskip("pooltemplates")
+    plan = plan_for(["spark", "--num-processes", "2", "--template", "local-pool", "train.py"])
+    assert plan.argv[plan.argv.index("--master") + 1] == "local[2]" and "--no-gpu" in plan.argv
+    assert not [key for key in plan.spark_conf if ".resource.gpu." in key]
+
+
+def test_a_missing_discovery_script_is_refused_under_a_local_master(plan_for, tmp_path) -> None:
+    pytest.importorskip("pooltemplates")
+    script = "/opt/trainstack/discover-gpus.sh"
+    if os.access(script, os.X_OK):
+        pytest.skip(f"{script} exists here (an image)")
+    with pytest.raises(UsageError) as err:
+        plan_for(["spark", "--num-processes", "2", "--template", "local-pool", "--use-gpu", "train.py"])
+    assert str(err.value).startswith(f"spark.executor.resource.gpu.discoveryScript = '{script}': is not an "
+                                     "executable file on this host, where local[2] runs the executors (valid: --no-gpu")
+    # A pool's workers have it: nothing to check here.
+    plan_for(["spark", "--num-processes", "2", "--template", "local-pool", "--use-gpu", "--dry-run",
+              "--master", "spark://head:7077", "train.py"])
+
+
+def test_spark_without_a_master_says_which_it_uses(capsys, monkeypatch: pytest.MonkeyPatch, machine) -> None:
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: None)
+    assert cli.main(["spark", "--num-processes", "2", "t.py"]) == 0
+    note, summary = capsys.readouterr().err.splitlines()
+    assert note == ("trainrun: no --master: Spark runs every rank on this host (local[2]); a pool's: --master "
+                    "spark://HOST:7077 (invoke pool.status prints it)")
+    assert cli.main(["spark", "--num-processes", "2", "--master", "local[2]", "t.py"]) == 0
+    assert "no --master" not in capsys.readouterr().err

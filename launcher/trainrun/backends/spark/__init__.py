@@ -17,6 +17,8 @@ INSTALL_JAVA = "install Java 17 (apt-get install openjdk-17-jre-headless) or set
 INSTALL_TEMPLATES = "pip install ./templates (the trainstack cluster templates package `pooltemplates`)"
 FRAMEWORKS = ("torch", "horovod")
 TASK_GPUS = "spark.task.resource.gpu.amount"
+# In the keys of Spark's GPU scheduling: spark.{driver,executor,task,worker}.resource.gpu.{amount,discoveryScript}.
+GPU_RESOURCE = ".resource.gpu."
 # Progress bars would interleave with the rank output the driver prints.
 DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false"}
 
@@ -37,13 +39,33 @@ def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: i
     return template.spark_conf()
 
 
-def wants_gpu(job: SparkJob, conf: Mapping[str, str]) -> bool:
+def wants_gpu(job: SparkJob) -> bool:
+    """--use-gpu, --no-gpu, else whether the job's own --conf gives tasks GPUs. A template's GPUs alone do not
+    count: local-pool's are placeholders, so that Spark's GPU scheduling runs without GPU hardware."""
     if job.use_gpu is not None:
         return job.use_gpu
+    conf = dict(job.conf)
     try:
         return float(conf.get(TASK_GPUS, "0")) > 0
     except ValueError:
         raise UsageError(TASK_GPUS, conf[TASK_GPUS], valid="a number of GPUs per task") from None
+
+
+def without_gpu_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """A template's conf without its GPU scheduling (resource amounts, discovery scripts), for a job on CPUs."""
+    return {key: value for key, value in conf.items() if GPU_RESOURCE not in key}
+
+
+def check_discovery_scripts(conf: Mapping[str, str], master: str) -> None:
+    """Under a local master the executors run on this host, and so does each GPU discovery script: a missing one
+    would leave the job waiting for GPUs that never come, without a word."""
+    if not master.startswith("local"):
+        return
+    for key, path in sorted(conf.items()):
+        if key.endswith(GPU_RESOURCE + "discoveryScript") and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise UsageError(key, path, f"is not an executable file on this host, where {master} runs the executors",
+                             valid="--no-gpu (the template's GPU settings go), a --master whose workers have the "
+                                   "script (the local pool: invoke pool.up), or the path of a discovery script here")
 
 
 class SparkPlanner:
@@ -64,13 +86,14 @@ class SparkPlanner:
             raise MissingBackend("pyspark", INSTALL_PYSPARK)
         if not machine.has_java:
             raise MissingBackend("java", INSTALL_JAVA)
-        conf = self._conf(job, job.use_gpu is True)
-        use_gpu = wants_gpu(job, conf)
+        use_gpu = wants_gpu(job)
+        conf = self._conf(job, use_gpu)
         if use_gpu and TASK_GPUS not in conf:
             raise UsageError("--use-gpu", True, valid=f"a template or --conf that sets {TASK_GPUS}")
         master = job.master or conf.get("spark.master") or f"local[{job.num_processes}]"
         option = "--master" if job.master else "spark.master"
         standalone_masters = spark_master(option, master)
+        check_discovery_scripts(conf, master)
         if job.check_master:
             check_reachable(option, master, standalone_masters)
         argv = [machine.python, "-m", "trainrun.backends.spark.driver", "--master", master,
@@ -96,7 +119,8 @@ class SparkPlanner:
     def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
         conf = dict(DEFAULT_CONF)
         if job.template:
-            conf.update(self.template_conf(job.template, dict(job.template_set), job.num_processes, use_gpu))
+            template = self.template_conf(job.template, dict(job.template_set), job.num_processes, use_gpu)
+            conf.update(template if use_gpu else without_gpu_conf(template))
         conf.update(job.conf)
         return conf
 
