@@ -16,6 +16,7 @@ from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan
+from .rank.env import VERBOSE
 from .program import program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
 from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
@@ -241,6 +242,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.verbose:
             sys.stderr.write(plan.to_text())
+            plan = dataclasses.replace(plan, env={**plan.env, VERBOSE: "1"})
         note = default_master_note(args, plan)
         if note:
             print(f"trainrun: {note}", file=sys.stderr)

@@ -72,7 +72,7 @@ class TorchPlanner:
         nproc = processes_per_node(job, machine)
         ranks = nproc * (job.max_nnodes or job.nnodes)
         nnodes = f"{job.nnodes}:{job.max_nnodes}" if job.max_nnodes is not None else str(job.nnodes)
-        argv = [machine.python, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
+        argv = [machine.python, "-m", "trainrun.torchrun", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
         if job.rdzv_endpoint is not None:
             argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", job.rdzv_endpoint,
                      "--rdzv-id", job.rdzv_id or "trainrun"]

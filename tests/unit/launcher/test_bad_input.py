@@ -168,7 +168,7 @@ def test_dry_run_prints_and_starts_nothing(capsys, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("dry run started the job"))
     assert cli.main(["torch", "--nproc-per-node", "2", "--dry-run", "--", "t.py"]) == 0
-    assert capsys.readouterr().out.startswith("backend: torch\nranks: 2\nargv: /usr/bin/python3 -m torch.distributed.run")
+    assert capsys.readouterr().out.startswith("backend: torch\nranks: 2\nargv: /usr/bin/python3 -m trainrun.torchrun")
 
 
 def test_hostfile_lines_become_hosts(tmp_path, plan_for) -> None:
