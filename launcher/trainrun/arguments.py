@@ -17,7 +17,7 @@ BACKENDS = ("mpi", "torch", "spark", "doctor")
 OTHER_SPELLINGS = {
     "torch": {"-np": "--nproc-per-node", "--num-processes": "--nproc-per-node", "--num-proc": "--nproc-per-node",
               "-H": "--nnodes with --master-addr", "--hosts": "--nnodes with --master-addr"},
-    "spark": {"--nproc-per-node": "--num-processes", "--nproc_per_node": "--num-processes"},
+    "spark": {"--nproc-per-node": "--num-processes", "--nproc_per_node": "--num-processes", "-m": "-- -m MODULE"},
     "mpi": {"--nproc-per-node": "-np", "--nproc_per_node": "-np"},
 }
 # Options whose value is a launcher's own argument list, which often starts with a dash.

@@ -16,8 +16,8 @@ from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan
+from .program import check_program_here, program_from_command, program_from_script_args
 from .rank.env import VERBOSE
-from .program import program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
 from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
 
@@ -240,6 +240,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.dry_run:
             sys.stdout.write(plan.to_json() if args.json else plan.to_text())
             return 0
+        if ranks_run_here(args, plan):
+            check_program_here("command", job_from_args(args).program)
         if args.verbose:
             sys.stderr.write(plan.to_text())
             plan = dataclasses.replace(plan, env={**plan.env, VERBOSE: "1"})
@@ -259,6 +261,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainrunError as err:
         print(f"trainrun: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def ranks_run_here(args: argparse.Namespace, plan: Plan) -> bool:
+    """Whether the ranks start on this host, from its files: not on other hosts over ssh, not on Spark executors."""
+    if args.backend == "spark" and not args.local_mode:
+        return plan.argv[plan.argv.index("--master") + 1].startswith("local")
+    return plan.remote is None
 
 
 def default_master_note(args: argparse.Namespace, plan: Plan) -> str | None:

@@ -5,6 +5,7 @@ import os
 import socket
 import sys
 import time
+import types
 
 import pytest
 
@@ -121,6 +122,8 @@ ARGUMENT_CASES = {
                           "did you mean --nproc-per-node?"),
     "mpirun's -np under torch": (["torch", "-np", "2", "t.py"],
                                  "option = '-np': is not an option of trainrun torch; did you mean --nproc-per-node?"),
+    "a module under spark": (["spark", "-np", "2", "-m", "pkg.train"],
+                             "option = '-m': is not an option of trainrun spark; did you mean -- -m MODULE?"),
     "torchrun's option under spark": (["spark", "--nproc-per-node", "2", "t.py"],
                                       "option = '--nproc-per-node': is not an option of trainrun spark; "
                                       "did you mean --num-processes?"),
@@ -319,7 +322,9 @@ def test_a_missing_discovery_script_is_refused_under_a_local_master(plan_for, tm
               "--master", "spark://head:7077", "train.py"])
 
 
-def test_spark_without_a_master_says_which_it_uses(capsys, monkeypatch: pytest.MonkeyPatch, machine) -> None:
+def test_spark_without_a_master_says_which_it_uses(capsys, monkeypatch: pytest.MonkeyPatch, machine, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("")
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: None)
     assert cli.main(["spark", "--num-processes", "2", "t.py"]) == 0
@@ -328,3 +333,60 @@ def test_spark_without_a_master_says_which_it_uses(capsys, monkeypatch: pytest.M
                     "spark://HOST:7077 (invoke pool.status prints it)")
     assert cli.main(["spark", "--num-processes", "2", "--master", "local[2]", "t.py"]) == 0
     assert "no --master" not in capsys.readouterr().err
+
+
+MISSING_PROGRAMS = {
+    "torch script": (["torch", "--nproc-per-node", "2", "missing.py"],
+                     "command = 'missing.py': is not a file on this host (valid: the path of a Python script, "
+                     "absolute or relative to {cwd})"),
+    "torch module": (["torch", "--nproc-per-node", "2", "-m", "nosuchmodule"],
+                     "command = 'nosuchmodule': is not a module {python} finds (valid: a module on its sys.path or "
+                     "under {cwd}, e.g. -m pkg.train)"),
+    "module of a package": (["torch", "--nproc-per-node", "2", "-m", "pkg.nosuchmodule"],
+                            "command = 'pkg.nosuchmodule': is not a module"),
+    "spark script on a local master": (["spark", "--num-processes", "2", "missing.py"],
+                                       "command = 'missing.py': is not a file on this host"),
+    "spark local mode module": (["spark", "--local-mode", "--num-processes", "2", "--", "-m", "nosuchmodule"],
+                                "command = 'nosuchmodule': is not a module"),
+    "mpi script": (["mpi", "-np", "2", "python", "missing.py"], "command = 'missing.py': is not a file on this host"),
+    "mpi command": (["mpi", "-np", "2", "./missing.sh"], "command = './missing.sh': is not a command on this host"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISSING_PROGRAMS))
+def test_a_missing_program_is_refused_before_the_launch(case: str, capsys, monkeypatch: pytest.MonkeyPatch, machine,
+                                                       tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('a package is looked up, not imported')")
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("started a missing program"))
+    argv, expected = MISSING_PROGRAMS[case]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainrun: " + expected.format(cwd=tmp_path, python=sys.executable)) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["torch", "--nproc-per-node", "2", "train.py"],
+    ["torch", "--nproc-per-node", "2", "-m", "pkg.train"],
+    ["torch", "--nproc-per-node", "2", "-m", "json.tool"],
+    ["mpi", "-np", "2", "python", "-m", "pkg"],
+    ["mpi", "-np", "2", "sh", "-c", "true"],
+    ["spark", "--num-processes", "2", "--master", "spark://head:7077", "on_the_workers.py"],
+    ["mpi", "-np", "2", "-H", "w1:1,w2:1", "python", "on_the_hosts.py"],
+])
+def test_a_program_that_is_there_or_elsewhere_is_launched(argv, monkeypatch: pytest.MonkeyPatch, machine,
+                                                          tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('a package is looked up, not imported')")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    started = []
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine(local_names=()))
+    monkeypatch.setattr("trainrun.validate.check_reachable", lambda *a, **k: None)
+    monkeypatch.setattr("trainrun.backends.spark.check_reachable", lambda *a, **k: None)
+    monkeypatch.setattr("trainrun.backends.mpi.remote_hosts", lambda *a, **k: types.SimpleNamespace(options=()))
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: started.append(True))
+    assert cli.main(argv) == 0 and started
