@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 import shlex
 import sys
 import time
 from typing import Sequence
 
 from . import __version__
+from .advice import oversubscription, unknown_variables
 from .arguments import TrainrunParser
 from .backends import plan_job
 from .backends.torch import NPROC_WORDS
@@ -235,6 +237,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return doctor_main(build_parser().parse_args(argv).json)
         plan, args = plan_from_argv(argv)
+        for warning in unknown_variables(os.environ):
+            print(f"trainrun: warning: {warning}", file=sys.stderr)
         if args.json and not args.dry_run:
             raise UsageError("--json", True, valid="together with --dry-run")
         if args.dry_run:
@@ -242,6 +246,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if ranks_run_here(args, plan):
             check_program_here("command", job_from_args(args).program)
+            crowded = oversubscription(local_ranks(plan), os.cpu_count() or 1)
+            if crowded:
+                print(f"trainrun: warning: {crowded}", file=sys.stderr)
         if args.verbose:
             sys.stderr.write(plan.to_text())
             plan = dataclasses.replace(plan, env={**plan.env, VERBOSE: "1"})
@@ -268,6 +275,13 @@ def ranks_run_here(args: argparse.Namespace, plan: Plan) -> bool:
     if args.backend == "spark" and not args.local_mode:
         return plan.argv[plan.argv.index("--master") + 1].startswith("local")
     return plan.remote is None
+
+
+def local_ranks(plan: Plan) -> int:
+    """The ranks a plan whose ranks run here starts on this host: torchrun's per node, else all of them."""
+    if "--nproc-per-node" in plan.argv:
+        return int(plan.argv[plan.argv.index("--nproc-per-node") + 1])
+    return plan.ranks
 
 
 def default_master_note(args: argparse.Namespace, plan: Plan) -> str | None:

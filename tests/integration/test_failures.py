@@ -62,7 +62,7 @@ def test_signal_to_trainrun_ends_every_rank(job, sig, tmp_path) -> None:
         proc.kill()
     assert proc.returncode == 128 + sig, stderr[-3000:]
     assert f"trainrun: received {sig.name}; job stopped" in stderr
-    assert_nothing_left(env["TRAINRUN_TEST_MARK"], [int(p.read_text()) for p in tmp_path.glob("pid-*")])
+    assert_nothing_left(env["TRAINSTACK_TEST_MARK"], [int(p.read_text()) for p in tmp_path.glob("pid-*")])
 
 
 @requires(mpirun=True)

@@ -390,3 +390,36 @@ def test_a_program_that_is_there_or_elsewhere_is_launched(argv, monkeypatch: pyt
     monkeypatch.setattr("trainrun.backends.mpi.remote_hosts", lambda *a, **k: types.SimpleNamespace(options=()))
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: started.append(True))
     assert cli.main(argv) == 0 and started
+
+
+def test_an_unknown_trainrun_variable_gets_a_warning_naming_the_closest(capsys, monkeypatch: pytest.MonkeyPatch,
+                                                                        machine) -> None:
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    monkeypatch.setenv("TRAINRUN_SSH_PROT", "2222")
+    monkeypatch.setenv("TRAINRUN_JOB_ID", "set for a job's processes: known")
+    assert cli.main(["mpi", "-np", "2", "--dry-run", "python", "t.py"]) == 0
+    assert capsys.readouterr().err == (
+        "trainrun: warning: TRAINRUN_SSH_PROT = '2222': is not a variable trainrun reads; did you mean "
+        "TRAINRUN_SSH_PORT? (valid: TRAINRUN_SSH_PORT, TRAINRUN_SSH_IDENTITY_FILE, TRAINRUN_SSH_KNOWN_HOSTS)\n")
+
+
+@pytest.mark.parametrize("argv,warned", [
+    (["mpi", "-np", "64", "python", "t.py"], "64 ranks on this host's 2 cores (32 per core)"),
+    (["torch", "--nproc-per-node", "9", "t.py"], "9 ranks on this host's 2 cores (4.5 per core)"),
+    (["mpi", "-np", "8", "python", "t.py"], None),
+    (["torch", "--nproc-per-node", "4", "--nnodes", "4", "--master-addr", "127.0.0.1", "t.py"], None),
+])
+def test_heavy_oversubscription_gets_a_warning(argv, warned, capsys, monkeypatch: pytest.MonkeyPatch, machine,
+                                               tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("")
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine(cpu_count=2))
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: None)
+    assert cli.main(argv) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    if warned is None:
+        assert warnings == []
+    else:
+        assert warnings == [f"trainrun: warning: {warned}: each runs a fraction of the time, and collective timeouts "
+                            "may fire (valid: at most 8 here, or more hosts)"]
