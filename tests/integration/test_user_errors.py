@@ -102,3 +102,15 @@ def test_tagged_mpi_output_stays_whole_lines_when_python_is_unbuffered(tmp_path)
     lines = launch.stdout.splitlines()
     assert len(lines) == 100
     assert all(re.fullmatch(r"\[1,([01])\]<stdout>:rank \1 line \d+ of words", line) for line in lines), lines
+
+
+@requires(torch=True, spark=True)
+def test_spark_exception_on_one_rank_shows_no_java_or_pyspark_stack(tmp_path) -> None:
+    (tmp_path / "train.py").write_text(RAISE_ON_RANK_1)
+    launch = run_trainrun(["spark", "--master", "local[2]", "--num-processes", "2", str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path))
+    output = launch.stdout + launch.stderr
+    assert launch.returncode == 1, output[-3000:]
+    assert output.count("Traceback (most recent call last)") == 1 and output.count("ValueError: boom on rank 1") == 1
+    assert "\tat org.apache.spark" not in output and "pyspark/worker.py" not in output, output[-3000:]
+    assert not LAUNCHER_FRAMES.search(output), output[-3000:]
