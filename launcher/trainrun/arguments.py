@@ -40,21 +40,19 @@ class TrainrunParser(argparse.ArgumentParser):
         raise SystemExit(2)
 
     def usage_error(self, message: str) -> UsageError:
+        """The error argparse reports as `message`: an unknown option (with the closest) comes first, whatever
+        argparse found (a required option is reported missing when it is only misspelled: --np for -np)."""
         given = getattr(self, "_given", [])
-        command = self.prog
-        if self._subparsers is not None and not self._positionals_are_options():
+        if self._is_backend_parser():
+            backend, options = self, given
+        elif given[:1] and given[0] in BACKENDS:
+            backend, options = self._backend_parser(given[0]), given[1:]
+        else:
             return _no_backend(given)
-        unknown = self.first_unknown_option(given) if self._is_backend_parser() else None
-        if unknown is None and self._subparsers is not None and given[:1] and given[0] in BACKENDS:
-            backend = self._backend_parser(given[0])
-            command, unknown = backend.prog, backend.first_unknown_option(given[1:])
+        unknown = backend.first_unknown_option(options)
         if unknown is not None:
-            return self._unknown(command, unknown)
+            return backend.unknown_option(unknown)
         return self._from_argparse(message, given)
-
-    def _positionals_are_options(self) -> bool:
-        given = getattr(self, "_given", [])
-        return bool(given) and given[0] in BACKENDS + ("-h", "--help", "--version")
 
     def _is_backend_parser(self) -> bool:
         return self._subparsers is None
@@ -86,26 +84,20 @@ class TrainrunParser(argparse.ArgumentParser):
             skip = "=" not in token and any(match in takes_value for match in matches)
         return None
 
-    def _unknown(self, command: str, option: str) -> UsageError:
-        backend = command.split()[-1]
-        other = OTHER_SPELLINGS.get(backend, {}).get(option)
-        suggestion = other or next(iter(difflib.get_close_matches(option, self._options_of(backend), n=1)), None)
-        rule = f"is not an option of {command}"
-        if suggestion:
-            rule += f"; did you mean {suggestion}?"
-        return UsageError("option", option, rule, valid=f"the options `{command} --help` lists")
-
-    def _options_of(self, backend: str) -> list[str]:
-        parser = self if self._is_backend_parser() else self._backend_parser(backend)
-        return [name for name in parser.option_strings() if "_" not in name]  # not torchrun's underscore spellings
-
+    def unknown_option(self, option: str) -> UsageError:
+        backend = self.prog.split()[-1]
+        options = [name for name in self.option_strings() if "_" not in name]  # not torchrun's underscore spellings
+        suggestion = OTHER_SPELLINGS.get(backend, {}).get(option) or next(
+            iter(difflib.get_close_matches(option, options, n=1)), None)
+        rule = f"is not an option of {self.prog}" + (f"; did you mean {suggestion}?" if suggestion else "")
+        return UsageError("option", option, rule, valid=f"the options `{self.prog} --help` lists")
 
     def _from_argparse(self, message: str, given: Sequence[str]) -> UsageError:
         """argparse's message, reworded: a value of the wrong type, a choice, a missing value, two exclusive options."""
         if match := _TYPE_ERROR.match(message):
             return UsageError(_first(match["names"]), ast.literal_eval(match["value"]), valid=match["valid"])
         if match := _CHOICE_ERROR.match(message):
-            valid = ", ".join(ast.literal_eval(f"[{match['valid']}]"))
+            valid = ", ".join(choice.strip().strip("'") for choice in match["valid"].split(","))  # quoted before 3.12.8
             return UsageError(_first(match["names"]), ast.literal_eval(match["value"]), valid=valid)
         if match := _EXPECTED_ONE.match(message):
             option = _first(match["names"])
