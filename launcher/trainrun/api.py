@@ -37,7 +37,7 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
     UnpicklableFunction (before any rank starts) naming what in `main` or its arguments cannot be pickled.
     """
     if backend not in API_BACKENDS:
-        raise UsageError("backend", backend, " or ".join(repr(b) for b in API_BACKENDS))
+        raise UsageError("backend", backend, valid=" or ".join(repr(b) for b in API_BACKENDS))
     if timeout is not None:
         timeout = checked_timeout("timeout", timeout)
     exit_barrier_timeout = checked_timeout("exit_barrier_timeout", exit_barrier_timeout)
@@ -80,10 +80,10 @@ def _program(main: Callable[..., Any] | str, args: tuple, kwargs: dict[str, Any]
              result_path: str) -> Program:
     if isinstance(main, str):
         if kwargs:
-            raise UsageError("kwargs", kwargs, "none for a script: pass its command-line arguments as args")
+            raise UsageError("kwargs", kwargs, valid="none for a script: pass its command-line arguments as args")
         return Program("script", main, tuple(str(a) for a in args))
     if not callable(main):
-        raise UsageError("main", main, "a function or the path of a Python script")
+        raise UsageError("main", main, valid="a function or the path of a Python script")
     payload = pickle_payload(main, args, kwargs)
     payload_path = os.path.join(workdir, "payload.pkl")
     with open(payload_path, "wb") as f:
@@ -115,12 +115,13 @@ class HorovodRunner:
 
     def __init__(self, np: int, driver_log_verbosity: str = "all", spark: Any = None) -> None:
         if not isinstance(np, int) or isinstance(np, bool) or np == 0:
-            raise UsageError("np", np, "N > 0 (N processes, on Spark when spark= is given, else on this host) "
+            raise UsageError("np", np, valid="N > 0 (N processes, on Spark when spark= is given, else on this host) "
                              "or -N (N processes on this host, HorovodRunner's local mode)")
         if np < 0 and spark is not None:
-            raise UsageError("np", np, "N > 0 together with spark= (a negative np runs on this host)")
+            raise UsageError("np", np, valid="N > 0 together with spark= (a negative np runs on this host)")
         if driver_log_verbosity not in LOG_VERBOSITIES:
-            raise UsageError("driver_log_verbosity", driver_log_verbosity, " or ".join(map(repr, LOG_VERBOSITIES)))
+            raise UsageError("driver_log_verbosity", driver_log_verbosity,
+                             valid=" or ".join(map(repr, LOG_VERBOSITIES)))
         self.num_processes = abs(np)
         self.spark = spark
 

@@ -2,21 +2,26 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import shlex
 import sys
 import time
 from typing import Sequence
 
 from . import __version__
+from .advice import oversubscription, unknown_variables
+from .arguments import TrainrunParser
 from .backends import plan_job
 from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
-from .program import program_from_command, program_from_script_args
+from .program import check_program_here, program_from_command, program_from_script_args
+from .rank.env import VERBOSE
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
-from .validate import key_value, parse_hostfile, parse_hosts, timeout
+from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -98,7 +103,7 @@ def _common(parser: argparse.ArgumentParser, launcher: str) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = TrainrunParser(
         prog="trainrun", formatter_class=argparse.RawDescriptionHelpFormatter,
         description="One launcher over mpirun (Horovod), torch.distributed.run and Spark barrier jobs. "
                     "Every rank sees RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
@@ -174,8 +179,9 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
     gpu = spark.add_mutually_exclusive_group()
     _option(gpu, "--use-gpu", dest="use_gpu", action="store_true", default=None,
-            help="one GPU per rank (needs spark.task.resource.gpu.amount; default: when the conf gives tasks GPUs)")
-    _option(gpu, "--no-gpu", dest="use_gpu", action="store_false", help="run without GPUs")
+            help="GPUs for the ranks (needs spark.task.resource.gpu.amount; default: when --conf gives tasks "
+                 "GPUs; a template's GPUs alone do not count)")
+    _option(gpu, "--no-gpu", dest="use_gpu", action="store_false", help="run without GPUs (the default; drops the template's GPU settings)")
     _option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
     _option(spark, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     spark.add_argument("--framework", choices=("torch", "horovod"), default="torch",
@@ -191,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
 def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
-        raise UsageError("command", "", f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
+        raise UsageError("command", "", valid=f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
     run = RunOptions(timeout=args.timeout, exit_barrier_timeout=args.exit_barrier_timeout,
                      timestamp_output=args.timestamp_output)
     if args.backend == "mpi":
@@ -205,8 +211,8 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                       hosts_option="--hostfile" if args.hostfile else "-H", run=run)
     if args.backend == "torch":
         if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
-            raise UsageError("--standalone", True, "a single-node job: without --nnodes > 1, --master-addr or "
-                                                   "--rdzv-endpoint")
+            raise UsageError("--standalone", True, valid="a single-node job: without --nnodes > 1, --master-addr or "
+                                                         "--rdzv-endpoint")
         program = program_from_script_args("command", ["-m", *command] if args.module else command)
         return TorchJob(nproc_per_node=args.nproc_per_node, program=program, nnodes=args.nnodes[0],
                         node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
@@ -214,7 +220,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                         max_restarts=args.max_restarts, tag_output=args.tag_output, log_dir=args.log_dir,
                         local_ranks_filter=args.local_ranks_filter,
                         launcher_args=tuple(shlex.split(args.torchrun_args)), check_master=not args.dry_run, run=run)
-    conf = tuple(key_value("--conf", item) for item in args.conf)
+    conf = tuple(spark_conf_item("--conf", item) for item in args.conf)
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(num_processes=args.num_processes, program=program_from_script_args("command", command),
                     master=args.master, template=args.template, template_set=template_set, conf=conf,
@@ -236,13 +242,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return doctor_main(build_parser().parse_args(argv).json)
         plan, args = plan_from_argv(argv)
+        for warning in unknown_variables(os.environ):
+            print(f"trainrun: warning: {warning}", file=sys.stderr)
         if args.json and not args.dry_run:
-            raise UsageError("--json", True, "together with --dry-run")
+            raise UsageError("--json", True, valid="together with --dry-run")
         if args.dry_run:
             sys.stdout.write(plan.to_json() if args.json else plan.to_text())
             return 0
+        if ranks_run_here(args, plan):
+            check_program_here("command", job_from_args(args).program)
+            crowded = oversubscription(local_ranks(plan), os.cpu_count() or 1)
+            if crowded:
+                print(f"trainrun: warning: {crowded}", file=sys.stderr)
         if args.verbose:
             sys.stderr.write(plan.to_text())
+            plan = dataclasses.replace(plan, env={**plan.env, VERBOSE: "1"})
+        note = default_master_note(args, plan)
+        if note:
+            print(f"trainrun: {note}", file=sys.stderr)
         from .runner import run_plan
 
         started = time.monotonic()
@@ -256,6 +273,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TrainrunError as err:
         print(f"trainrun: {err}", file=sys.stderr)
         return err.exit_code
+
+
+def ranks_run_here(args: argparse.Namespace, plan: Plan) -> bool:
+    """Whether the ranks start on this host, from its files: not on other hosts over ssh, not on Spark executors."""
+    if args.backend == "spark" and not args.local_mode:
+        return plan.argv[plan.argv.index("--master") + 1].startswith("local")
+    return plan.remote is None
+
+
+def local_ranks(plan: Plan) -> int:
+    """The ranks a plan whose ranks run here starts on this host: torchrun's per node, else all of them."""
+    if "--nproc-per-node" in plan.argv:
+        return int(plan.argv[plan.argv.index("--nproc-per-node") + 1])
+    return plan.ranks
+
+
+def default_master_note(args: argparse.Namespace, plan: Plan) -> str | None:
+    """Which master a Spark job without --master runs on, where neither the template nor --conf names one."""
+    if args.backend != "spark" or args.master or args.local_mode or "spark.master" in plan.spark_conf:
+        return None
+    master = plan.argv[plan.argv.index("--master") + 1]
+    return (f"no --master: Spark runs every rank on this host ({master}); a pool's: --master spark://HOST:7077 "
+            "(invoke pool.status prints it)")
 
 
 def _summary(plan: Plan, seconds: float) -> str:

@@ -1,4 +1,20 @@
 """The errors trainrun reports to users as one line and a non-zero exit code."""
+from __future__ import annotations
+
+import reprlib
+
+# Longest value an error shows, as the templates' problems (pooltemplates.errors.MAX_SHOWN): a bad value can be
+# a whole file. trainrun runs on hosts without pooltemplates, so `shown` is a twin of pooltemplates.errors.shown,
+# pinned to it by tests/unit/launcher/test_bad_input.py.
+MAX_SHOWN = 80
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = _SHORT_REPR.maxlong = MAX_SHOWN
+
+
+def shown(value: object) -> str:
+    """repr(value), cut to MAX_SHOWN characters."""
+    text = _SHORT_REPR.repr(value)
+    return text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN - 3] + "..."
 
 
 class TrainrunError(Exception):
@@ -6,11 +22,12 @@ class TrainrunError(Exception):
 
 
 class UsageError(TrainrunError):
-    """A bad option value: names the option, the value and what would be valid, in the format of the
-    templates' problems (pooltemplates.Problem): `option = value: rule (valid: ...)`."""
+    """A bad option value: names the option, the value and what would be valid, with the arguments and the format
+    of the templates' problems (pooltemplates.Problem(field, value, rule, valid)): `option = value: rule (valid:
+    ...)`. `valid` is keyword-only, so that a call in the old order (option, value, valid) fails loudly."""
 
-    def __init__(self, option: str, value: object, valid: str, rule: str = "is invalid") -> None:
-        super().__init__(f"{option} = {value!r}: {rule} (valid: {valid})")
+    def __init__(self, option: str, value: object, rule: str = "is invalid", *, valid: str) -> None:
+        super().__init__(f"{option} = {shown(value)}: {rule} (valid: {valid})")
         self.option = option
         self.value = value
         self.rule = rule

@@ -1,9 +1,11 @@
 """Where the job's output goes. Normally the launcher writes to trainrun's own stdout and stderr file
 descriptors, and trainrun stays out of the way. It relays the output itself, line by line, when
-`--timestamp-output` asks for a time prefix (`12:04:31.250 `), or when Python's sys.stdout is not file
-descriptor 1: in a Jupyter kernel it is the cell's output, which a child writing to fd 1 never reaches."""
+`--timestamp-output` asks for a time prefix (`12:04:31.250 `), when Python's sys.stdout is not file
+descriptor 1 (in a Jupyter kernel it is the cell's output, which a child writing to fd 1 never reaches), or when
+Open MPI tags the output (TaggedLines)."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import threading
@@ -32,27 +34,76 @@ def relay_needed(timestamps: bool) -> bool:
     return timestamps or not (writes_to_descriptor(sys.stdout, 1) and writes_to_descriptor(sys.stderr, 2))
 
 
-def _copy_lines(source: BinaryIO, target: TextIO, timestamps: bool) -> None:
-    for line in iter(source.readline, b""):
-        if timestamps:
-            line = stamped(line, time.time())
-        target.write(line.decode("utf-8", errors="replace"))
+# Open MPI's --tag-output prefix: [JOB,RANK]<stdout>:, <stderr>: or <stddiag>:.
+OPENMPI_TAG = re.compile(rb"\[\d+,\d+\]<std(?:out|err|diag)>:")
+
+
+def tags_output(argv: list[str]) -> bool:
+    """Whether the launcher is Open MPI's mpirun tagging its ranks' output."""
+    return "--tag-output" in argv
+
+
+class TaggedLines:
+    """Open MPI's --tag-output tags each piece a rank writes, not each line: a rank whose Python is unbuffered
+    (PYTHONUNBUFFERED, which trainrun forwards) writes `print("rank", 0)` as four pieces, and the line arrives as
+    `[1,0]<stdout>:rank[1,0]<stdout>: [1,0]<stdout>:0`, possibly with other ranks' pieces in between. This joins
+    each rank's pieces into whole lines, each tagged once; text without a tag (mpirun's own) passes as it is."""
+
+    def __init__(self) -> None:
+        self._partial: dict[bytes, bytes] = {}
+
+    def feed(self, data: bytes) -> list[bytes]:
+        lines = []
+        tags = list(OPENMPI_TAG.finditer(data))
+        untagged = data[:tags[0].start()] if tags else data
+        if untagged:
+            lines.append(untagged)
+        for tag, following in zip(tags, [*tags[1:], None]):
+            name = tag.group()
+            text = self._partial.pop(name, b"") + data[tag.end():following.start() if following else len(data)]
+            *whole, rest = text.split(b"\n")
+            lines += [name + line + b"\n" for line in whole]
+            if rest:
+                self._partial[name] = rest
+        return lines
+
+    def flush(self) -> list[bytes]:
+        """The pieces of lines that never ended, each as a line of its own."""
+        lines = [name + rest + b"\n" for name, rest in self._partial.items()]
+        self._partial.clear()
+        return lines
+
+
+def _copy_lines(source: BinaryIO, target: TextIO, timestamps: bool, tagged: bool) -> None:
+    joiner = TaggedLines() if tagged else None
+    for chunk in [*iter(source.readline, b""), None]:
+        if joiner is None:
+            lines = [] if chunk is None else [chunk]
+        else:
+            lines = joiner.flush() if chunk is None else joiner.feed(chunk)
+        for line in lines:
+            if timestamps:
+                line = stamped(line, time.time())
+            target.write(line.decode("utf-8", errors="replace"))
         target.flush()
 
 
 class RelayedOutput:
     """Pipes for the launcher's stdout and stderr, copied line by line to sys.stdout and sys.stderr (read when
-    the job starts: a notebook cell's streams), each line whole, with a time prefix when asked."""
+    the job starts: a notebook cell's streams), each line whole (Open MPI's tagged pieces joined when `tagged`),
+    with a time prefix when asked."""
 
     popen_streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
 
-    def __init__(self, timestamps: bool = False) -> None:
+    def __init__(self, timestamps: bool = False, tagged: bool = False) -> None:
         self.timestamps = timestamps
+        self.tagged = tagged
         self._threads: list[threading.Thread] = []
 
     def start(self, proc: subprocess.Popen) -> None:
         for source, target in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-            thread = threading.Thread(target=_copy_lines, args=(source, target, self.timestamps), daemon=True)
+            thread = threading.Thread(target=_copy_lines, args=(source, target, self.timestamps, self.tagged),
+                                      daemon=True)
             thread.start()
             self._threads.append(thread)
 

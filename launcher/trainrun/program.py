@@ -1,8 +1,12 @@
 """What every rank runs, and the argv that starts it: the sh entry (trainrun.rank.env), or `python -m trainrun.rank`."""
 from __future__ import annotations
 
+import importlib.machinery
+import importlib.util
 import os
 import re
+import shutil
+import sys
 from dataclasses import dataclass
 from typing import Literal, Sequence
 
@@ -52,20 +56,20 @@ def program_from_script_args(option: str, tokens: Sequence[str]) -> Program:
     if len(tokens) > 1 and _PYTHON.match(os.path.basename(tokens[0])):
         tokens = tokens[1:]
     if not tokens:
-        raise UsageError(option, "", "a script and its arguments after `--`, or `-m module ARGS`")
+        raise UsageError(option, "", valid="a script and its arguments after `--`, or `-m module ARGS`")
     if tokens[0] == "-m":
         if len(tokens) < 2:
-            raise UsageError(option, "-m", "a module name after -m")
+            raise UsageError(option, "-m", valid="a module name after -m")
         return Program("module", tokens[1], tuple(tokens[2:]))
     if tokens[0].startswith("-"):
-        raise UsageError(option, tokens[0], "a script path or -m module")
+        raise UsageError(option, tokens[0], valid="a script path or -m module")
     return Program("script", tokens[0], tuple(tokens[1:]))
 
 
 def program_from_command(option: str, command: Sequence[str]) -> Program:
     """A full command as mpirun takes it; `python script.py` and `python -m mod` run in-process."""
     if not command:
-        raise UsageError(option, "", "a command after `--`, e.g. -- python train.py")
+        raise UsageError(option, "", valid="a command after `--`, e.g. -- python train.py")
     if _PYTHON.match(os.path.basename(command[0])) and len(command) > 1:
         rest = command[1:]
         if rest[0] == "-m" and len(rest) > 1:
@@ -73,3 +77,43 @@ def program_from_command(option: str, command: Sequence[str]) -> Program:
         if not rest[0].startswith("-"):
             return Program("script", rest[0], tuple(rest[1:]), interpreter=command[0])
     return Program("exec", command[0], tuple(command[1:]))
+
+
+def check_program_here(option: str, program: Program, cwd: str | None = None) -> None:
+    """Refuses a script, module or command that is not on this host, before a launch that would fail in every rank.
+    For ranks that run here only; a module is looked up only where the ranks run this Python (they may have
+    another environment), without importing anything."""
+    cwd = cwd or os.getcwd()
+    if program.kind == "script" and not os.path.isfile(os.path.join(cwd, program.target)):
+        raise UsageError(option, program.target, "is not a file on this host",
+                         valid=f"the path of a Python script, absolute or relative to {cwd}")
+    if program.kind == "module" and _same_python(program.interpreter) and not module_found(program.target, cwd):
+        raise UsageError(option, program.target, f"is not a module {sys.executable} finds",
+                         valid=f"a module on its sys.path or under {cwd}, e.g. -m pkg.train")
+    if program.kind == "exec" and not (shutil.which(program.target, path=os.environ.get("PATH")) if os.sep not in
+                                       program.target else os.access(os.path.join(cwd, program.target), os.X_OK)):
+        raise UsageError(option, program.target, "is not a command on this host",
+                         valid="an executable file, or a command on PATH")
+
+
+def _same_python(interpreter: str | None) -> bool:
+    if interpreter is None:
+        return True
+    found = shutil.which(interpreter)
+    return found is not None and os.path.dirname(os.path.abspath(found)) == os.path.dirname(sys.executable)
+
+
+def module_found(name: str, cwd: str) -> bool:
+    """Whether `python -m name`, started in `cwd`, finds the module: its packages are looked up, not imported."""
+    top, *rest = name.split(".")
+    path = [cwd, *sys.path[1:]]
+    try:
+        spec = importlib.machinery.PathFinder.find_spec(top, path) or importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        return False
+    for depth, part in enumerate(rest, start=1):
+        if spec is None or not spec.submodule_search_locations:
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(".".join([top, *rest[:depth]]),
+                                                       list(spec.submodule_search_locations))
+    return spec is not None

@@ -117,7 +117,7 @@ def resolve_options(ssh: SshOptions, environ: Mapping[str, str]) -> SshOptions:
     known_hosts = _path("--ssh-known-hosts", ssh.known_hosts, KNOWN_HOSTS_ENV, environ, key=False)
     timeout = CONNECT_TIMEOUT if ssh.connect_timeout is None else ssh.connect_timeout
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 1 <= timeout <= 300:
-        raise UsageError("--ssh-connect-timeout", timeout, "seconds from 1 to 300")
+        raise UsageError("--ssh-connect-timeout", timeout, valid="seconds from 1 to 300")
     return SshOptions(number, identity, known_hosts, float(timeout))
 
 
@@ -129,15 +129,15 @@ def _path(option: str, value: str | None, variable: str, environ: Mapping[str, s
     value = os.path.expanduser(value)
     what = "a private key file whose public half the hosts authorize" if key else "a known_hosts file"
     if any(ch.isspace() for ch in value):
-        raise UsageError(option, value, f"{what}, at a path without spaces (Open MPI splits its ssh arguments "
-                                        "at spaces)")
+        raise UsageError(option, value, valid=f"{what}, at a path without spaces (Open MPI splits its ssh arguments "
+                                              "at spaces)")
     if not os.path.isfile(value) or not os.access(value, os.R_OK):
         hint = f"; invoke nodes.run's launcher has {SSH_KEYS_DIR}/{'id_ed25519' if key else 'known_hosts'}"
-        raise UsageError(option, value, what + hint, rule="is not a readable file")
+        raise UsageError(option, value, valid=what + hint, rule="is not a readable file")
     if key:
         mode = os.stat(value)
         if mode.st_uid == os.getuid() and mode.st_mode & 0o077:
-            raise UsageError(option, value, f"a key only its owner reads: chmod 600 {shlex.quote(value)}",
+            raise UsageError(option, value, valid=f"a key only its owner reads: chmod 600 {shlex.quote(value)}",
                              rule=f"is readable by others (mode {mode.st_mode & 0o777:o}), which ssh refuses")
     return value
 
@@ -247,7 +247,7 @@ def check_hosts(remote: RemoteHosts, env: Mapping[str, str], warn=None) -> None:
         first = problems[0]
         if len(problems) > 1:
             others = ", ".join(str(problem.value) for problem in problems[1:])
-            raise UsageError(first.option, first.value, first.valid, rule=f"{first.rule}; also failing: {others}")
+            raise UsageError(first.option, first.value, valid=first.valid, rule=f"{first.rule}; also failing: {others}")
         raise first
     slots = dict(remote.hosts)
     for answer in answers:
@@ -268,52 +268,52 @@ def diagnose(remote: RemoteHosts, answer: Answer) -> UsageError | None:
     where = f"port {remote.port}" if remote.port else "ssh's port (22 unless ~/.ssh/config says otherwise)"
     said = _last_line(answer.stderr)
     if answer.returncode is None:
-        return UsageError(option, host, f"a host up and reachable from here on {where}: check the name, "
+        return UsageError(option, host, valid=f"a host up and reachable from here on {where}: check the name, "
                           "--ssh-port and firewalls", rule=f"did not answer ssh within {remote.check_seconds:g} s")
     if answer.returncode == 0:
         cores, found = _probe(answer)
         if found is None:
-            return UsageError(option, host, "a host whose login shell runs commands (ssh HOST true)",
+            return UsageError(option, host, valid="a host whose login shell runs commands (ssh HOST true)",
                               rule=f"did not run the check command over ssh (it printed: {said or 'nothing'})")
         if remote.needs and found == "-":
-            return UsageError(option, host, f"a host with {remote.needs} on the PATH of a non-interactive ssh "
+            return UsageError(option, host, valid=f"a host with {remote.needs} on the PATH of a non-interactive ssh "
                               "login: install Open MPI there (openmpi-bin), or run the trainstack image's "
                               f"`{SSHD_COMMAND}`, which gives ssh sessions the image's PATH",
                               rule=f"has no {remote.needs} on PATH for ssh commands")
         return None
     lowered = answer.stderr.lower()
     if "could not resolve hostname" in lowered or "name or service not known" in lowered:
-        return UsageError(option, host, "a host name or address this machine resolves (the workers of "
+        return UsageError(option, host, valid="a host name or address this machine resolves (the workers of "
                           "`invoke nodes.up`: `invoke nodes.status` lists them)", rule=f"does not resolve ({said})")
     if "connection refused" in lowered:
-        return UsageError(option, host, f"a host running sshd on {where}: trainstack images run "
+        return UsageError(option, host, valid=f"a host running sshd on {where}: trainstack images run "
                           f"`{SSHD_COMMAND}` (port {SSHD_PORT}: --ssh-port {SSHD_PORT}), or give --ssh-port",
                           rule=f"refuses connections on {where} ({said})")
     if any(text in lowered for text in ("timed out", "no route to host", "network is unreachable")):
-        return UsageError(option, host, f"a host up and reachable from here on {where}: check the name, "
+        return UsageError(option, host, valid=f"a host up and reachable from here on {where}: check the name, "
                           "--ssh-port and firewalls", rule=f"cannot be reached ({said})")
     if "host key verification failed" in lowered or "host key for" in lowered:
-        return UsageError(option, host, f"the host's current key in {remote.known_hosts} (`invoke nodes.up` "
+        return UsageError(option, host, valid=f"the host's current key in {remote.known_hosts} (`invoke nodes.up` "
                           "writes it for its workers), or no --ssh-known-hosts to accept a new host's key for the "
                           "job", rule=f"presents a host key that {remote.known_hosts or 'known_hosts'} does not hold")
     if "too open" in lowered or "bad permissions" in lowered:
         key = remote.identity_file or "the key"
-        return UsageError("--ssh-identity-file", key, f"a key only its owner reads: chmod 600 {key}",
+        return UsageError("--ssh-identity-file", key, valid=f"a key only its owner reads: chmod 600 {key}",
                           rule=f"is refused by ssh ({said})")
     if "load key" in lowered or "invalid format" in lowered or "no such identity" in lowered:
         key = remote.identity_file or "the key"
-        return UsageError("--ssh-identity-file", key, "an unencrypted OpenSSH private key (ssh-keygen -t ed25519 "
+        return UsageError("--ssh-identity-file", key, valid="an unencrypted OpenSSH private key (ssh-keygen -t ed25519 "
                           "-N '' -f KEY), or an ssh-agent holding the key", rule=f"cannot be used ({said})")
     if "permission denied" in lowered:
         key = f"the key {remote.identity_file}" if remote.identity_file else "ssh's default keys and agent"
-        return UsageError(option, host, "a key whose public half the host authorizes: --ssh-identity-file KEY "
+        return UsageError(option, host, valid="a key whose public half the host authorizes: --ssh-identity-file KEY "
                           f"(or ${IDENTITY_ENV}); `{SSHD_COMMAND}` authorizes the keys in "
                           f"{TRAINSTACK_AUTHORIZED_KEYS} or ~/.ssh/authorized_keys",
                           rule=f"refuses {key} ({said})")
     if "connection closed" in lowered or "connection reset" in lowered or "kex_exchange" in lowered:
-        return UsageError(option, host, "an sshd that accepts this client (see its log: a wrong port, "
+        return UsageError(option, host, valid="an sshd that accepts this client (see its log: a wrong port, "
                           "or too many connections at once)", rule=f"closed the connection before login ({said})")
-    return UsageError(option, host, "a host this machine logs into with ssh (BatchMode, no password)",
+    return UsageError(option, host, valid="a host this machine logs into with ssh (BatchMode, no password)",
                       rule=f"ssh failed with exit code {answer.returncode} ({said or 'no message'})")
 
 

@@ -15,7 +15,7 @@ import uuid
 
 from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop, launcher_name
-from .output import RelayedOutput, relay_needed
+from .output import RelayedOutput, relay_needed, tags_output
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes, job_temp_dirs
 from .rank.status import STATUS_DIR, read_status
@@ -88,7 +88,8 @@ def run_plan(plan: Plan) -> None:
     (trainrun.output). However it ends, no process of the job is left running, and a watchdog takes the job down
     if this process dies first."""
     timestamps = plan.run.timestamp_output
-    output = RelayedOutput(timestamps) if relay_needed(timestamps) else None
+    tagged = tags_output(plan.argv)
+    output = RelayedOutput(timestamps, tagged) if relay_needed(timestamps) or tagged else None
     job_id = uuid.uuid4().hex
     launcher = launcher_name(plan.argv)
     status_dir = tempfile.mkdtemp(prefix="trainrun-")

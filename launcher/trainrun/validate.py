@@ -34,13 +34,13 @@ SPARK_MASTERS = ("local, local[N], local[*], local[N,F], local-cluster[N,C,M], s
 
 def positive_int(option: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise UsageError(option, value, "an integer >= 1")
+        raise UsageError(option, value, valid="an integer >= 1")
     return value
 
 
 def rank_count(option: str, value: int) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_RANKS:
-        raise UsageError(option, value, f"an integer from 1 to {MAX_RANKS}, trainrun's MAX_RANKS",
+        raise UsageError(option, value, valid=f"an integer from 1 to {MAX_RANKS}, trainrun's MAX_RANKS",
                          rule="is not a number of ranks trainrun starts")
     return value
 
@@ -52,13 +52,13 @@ def timeout(option: str, value: str | float) -> float:
     except (TypeError, ValueError):
         seconds = math.nan
     if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
-        raise UsageError(option, value, "a finite number of seconds > 0, e.g. 3600")
+        raise UsageError(option, value, valid="a finite number of seconds > 0, e.g. 3600")
     return seconds
 
 
 def port(option: str, value: int) -> int:
     if not isinstance(value, int) or not 1 <= value <= 65535:
-        raise UsageError(option, value, "a TCP port between 1 and 65535")
+        raise UsageError(option, value, valid="a TCP port between 1 and 65535")
     return value
 
 
@@ -66,21 +66,30 @@ def rank_list(option: str, value: str, num_processes: int) -> str:
     """`0` or `0,2`: ranks of a job of `num_processes`, normalized (sorted, no repeats)."""
     parts = value.split(",")
     if not all(part.strip().isdigit() and int(part) < num_processes for part in parts):
-        raise UsageError(option, value, f"rank numbers below {num_processes}, comma-separated, e.g. 0 or 0,1")
+        raise UsageError(option, value, valid=f"rank numbers below {num_processes}, comma-separated, e.g. 0 or 0,1")
     return ",".join(str(rank) for rank in sorted({int(part) for part in parts}))
 
 
 def host_port(option: str, value: str) -> tuple[str, int]:
     host, sep, number = value.rpartition(":")
     if not sep or not host or not number.isdigit():
-        raise UsageError(option, value, "HOST:PORT, e.g. node0:29400")
+        raise UsageError(option, value, valid="HOST:PORT, e.g. node0:29400")
     return host, port(option, int(number))
 
 
 def key_value(option: str, value: str) -> tuple[str, str]:
     key, sep, val = value.partition("=")
     if not sep or not key:
-        raise UsageError(option, value, "KEY=VALUE")
+        raise UsageError(option, value, valid="KEY=VALUE")
+    return key, val
+
+
+def spark_conf_item(option: str, value: str) -> tuple[str, str]:
+    """`spark.KEY=VALUE`: Spark ignores, with a log line only, conf keys outside `spark.`."""
+    key, val = key_value(option, value)
+    if not key.startswith("spark.") or key == "spark.":
+        raise UsageError(option, value, "is not Spark conf (Spark reads only keys that start with `spark.`)",
+                         valid="spark.KEY=VALUE, e.g. spark.executor.memory=4g")
     return key, val
 
 
@@ -97,13 +106,13 @@ def parse_hosts(option: str, value: str) -> tuple[HostSlots, ...]:
     hosts = []
     for entry in value.split(","):
         name, sep, slots = entry.strip().partition(":")
-        if not name or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
-            raise UsageError(option, value, f"host:slots[,host:slots...] with 1 to {MAX_RANKS} slots, "
+        if not name or any(ch.isspace() for ch in name) or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
+            raise UsageError(option, value, valid=f"host:slots[,host:slots...] with 1 to {MAX_RANKS} slots, "
                              "e.g. node0:4,node1:4")
         hosts.append(HostSlots(name, int(slots) if sep else 1))
     names = [h.name for h in hosts]
     if len(set(names)) != len(names):
-        raise UsageError(option, value, "each host listed once")
+        raise UsageError(option, value, valid="each host listed once")
     return tuple(hosts)
 
 
@@ -113,22 +122,22 @@ def parse_hostfile(option: str, path: str) -> tuple[HostSlots, ...]:
         with open(path) as f:
             lines = [line.split("#", 1)[0].split() for line in f]
     except OSError as err:
-        raise UsageError(option, path, f"a readable hostfile ({err.strerror})") from None
+        raise UsageError(option, path, valid=f"a readable hostfile ({err.strerror})") from None
     entries = []
     for words in filter(None, lines):
         slots = [word.partition("=")[2] for word in words[1:] if word.startswith("slots=")]
         if len(words) > 2 or (len(words) == 2 and not slots):
-            raise UsageError(option, " ".join(words), "lines of HOST or HOST slots=N")
+            raise UsageError(option, " ".join(words), valid="lines of HOST or HOST slots=N")
         entries.append(f"{words[0]}:{slots[0]}" if slots else words[0])
     if not entries:
-        raise UsageError(option, path, "a hostfile that lists at least one host")
+        raise UsageError(option, path, valid="a hostfile that lists at least one host")
     return parse_hosts(option, ",".join(entries))
 
 
 def check_capacity(option: str, num_processes: int, hosts: tuple[HostSlots, ...]) -> None:
     total = sum(h.slots for h in hosts)
     if num_processes > total:
-        raise UsageError(option, num_processes, f"at most {total}, the slots in -H {','.join(map(str, hosts))}")
+        raise UsageError(option, num_processes, valid=f"at most {total}, the slots in -H {','.join(map(str, hosts))}")
 
 
 def spark_master(option: str, url: str) -> list[tuple[str, int]]:
@@ -138,7 +147,7 @@ def spark_master(option: str, url: str) -> list[tuple[str, int]]:
         masters = [host_port(option, entry) for entry in standalone.group(1).split(",")]
         return [(host.strip("[]"), number) for host, number in masters]
     if not _OTHER_MASTERS.fullmatch(url):
-        raise UsageError(option, url, SPARK_MASTERS)
+        raise UsageError(option, url, valid=SPARK_MASTERS)
     return []
 
 
@@ -161,7 +170,7 @@ def check_reachable(option: str, url: str, masters: list[tuple[str, int]],
         except queue.Empty:
             break
     where = ", ".join(f"{host}:{number}" for host, number in masters)
-    raise UsageError(option, url, "a running Spark master: start it (the local pool: invoke pool.up), or correct "
+    raise UsageError(option, url, valid="a running Spark master: start it (the local pool: invoke pool.up), or correct "
                      "HOST:PORT and check that no firewall is in between",
                      rule=f"{where} did not accept a TCP connection within {seconds:g} s")
 
@@ -199,7 +208,7 @@ def check_resolves(option: str, value: str, host: str, seconds: float | None = N
             return
     except queue.Empty:
         pass
-    raise UsageError(option, value, "the host name or address of node 0, as every node resolves it (containers "
+    raise UsageError(option, value, valid="the host name or address of node 0, as every node resolves it (containers "
                      "on one docker network: the container's name)",
                      rule=f"{host} does not resolve to an address within {seconds:g} s")
 

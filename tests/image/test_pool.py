@@ -186,7 +186,7 @@ def test_the_secret_shows_in_no_inspect_process_line_or_log(docker_client, runni
 def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
     out = StreamedOutput()
     result: list[int] = []
-    command = trainrun_spark(running_pool, "--set", "gpu.per_task=1", *FAIL_FAST, "--",
+    command = trainrun_spark(running_pool, "--set", "gpu.per_task=1", "--use-gpu", *FAIL_FAST, "--",
                              "/job/pool_rank.py", "--hold", "600")
     job = threading.Thread(target=lambda: result.append(pool.submit(command, running_pool["pool"],
                                                                     docker_client, out)))

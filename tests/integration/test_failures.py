@@ -62,7 +62,7 @@ def test_signal_to_trainrun_ends_every_rank(job, sig, tmp_path) -> None:
         proc.kill()
     assert proc.returncode == 128 + sig, stderr[-3000:]
     assert f"trainrun: received {sig.name}; job stopped" in stderr
-    assert_nothing_left(env["TRAINRUN_TEST_MARK"], [int(p.read_text()) for p in tmp_path.glob("pid-*")])
+    assert_nothing_left(env["TRAINSTACK_TEST_MARK"], [int(p.read_text()) for p in tmp_path.glob("pid-*")])
 
 
 @requires(mpirun=True)
@@ -77,9 +77,12 @@ def test_timeout_stops_the_job(tmp_path) -> None:
 
 @requires(mpirun=True)
 def test_command_that_cannot_run_exits_127_naming_a_rank(tmp_path) -> None:
-    launch = run_trainrun(["mpi", "-np", "2", "--", "./no-such-program"], trainrun_env(tmp_path), timeout=60)
+    program = tmp_path / "no-such-interpreter"  # there, but its interpreter is not: each rank's sh cannot run it
+    program.write_text("#!/no/such/interpreter\n")
+    program.chmod(0o755)
+    launch = run_trainrun(["mpi", "-np", "2", "--", str(program)], trainrun_env(tmp_path), timeout=60)
     assert launch.returncode == 127, launch.stderr[-3000:]
-    assert "trainrun-rank: 1: ./no-such-program: not found" in launch.stderr
+    assert f"trainrun-rank: 1: {program}: not found" in launch.stderr
     assert re.search(r"trainrun: rank [01] exited with code 127; job stopped", launch.stderr), launch.stderr[-3000:]
 
 

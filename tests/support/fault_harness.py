@@ -16,7 +16,7 @@ import psutil
 
 from trainrun.proctree import JOB_ID
 
-MARK = "TRAINRUN_TEST_MARK"
+MARK = "TRAINSTACK_TEST_MARK"
 
 
 def trainrun_env(report_dir: Path, **extra: str) -> dict[str, str]:

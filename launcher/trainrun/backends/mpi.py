@@ -2,6 +2,7 @@
 controller (horovodrun --gloo starts the ranks and hosts the rendezvous)."""
 from __future__ import annotations
 
+import re
 from typing import Iterable, Mapping
 
 from ..errors import MissingBackend, UsageError
@@ -20,6 +21,7 @@ FORWARDED_PREFIXES = ("NCCL_", "HOROVOD_", "CUDA_", "GLOO_", "TORCH_", "OMP_")
 INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME", "HOROVOD_GLOO_IFACE")
 INSTALL_MPI = "install Open MPI (apt-get install openmpi-bin) or MPICH so that mpirun is on PATH"
 INSTALL_HOROVOD = "pip install horovod built with Gloo (HOROVOD_WITH_GLOO=1), or use a trainstack image"
+_VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 MPICH_SSH = "Open MPI's mpirun or --gloo (MPICH's Hydra takes ssh settings from ~/.ssh/config)"
 
 
@@ -32,7 +34,10 @@ def user_env(option: str, specs: Iterable[str], environ: Mapping[str, str]) -> d
         elif spec in environ:
             name, value = spec, environ[spec]
         else:
-            raise UsageError(option, spec, "NAME=VALUE or the name of a variable set in the environment")
+            raise UsageError(option, spec, valid="NAME=VALUE or the name of a variable set in the environment")
+        if not _VARIABLE_NAME.fullmatch(name):
+            raise UsageError(option, spec, f"{name!r} is not a variable name",
+                             valid="NAME=VALUE with NAME of letters, digits and _, not starting with a digit")
         env[name] = value
     return env
 
@@ -128,12 +133,13 @@ class MpiPlanner:
                 argv += ["-x", name]
         else:
             if job.output_filename:
-                raise UsageError("--output-filename", job.output_filename, "Open MPI's mpirun (MPICH has no such option)")
+                raise UsageError("--output-filename", job.output_filename,
+                                 valid="Open MPI's mpirun (MPICH has no such option)")
             if job.ssh.given():
                 option, value = next((name, value) for name, value in (
                     ("--ssh-port", job.ssh.port), ("--ssh-identity-file", job.ssh.identity_file),
                     ("--ssh-known-hosts", job.ssh.known_hosts)) if value is not None)
-                raise UsageError(option, value, MPICH_SSH)
+                raise UsageError(option, value, valid=MPICH_SSH)
             argv = ["mpirun", "-np", str(job.num_processes), "-hosts", host_list,
                     "-bind-to", "none", "-map-by", "slot", "-genvlist", ",".join(names)]
             if job.network_interface:

@@ -20,11 +20,11 @@ def processes_per_node(job: TorchJob, machine: Machine) -> int:
         return rank_count("--nproc-per-node", value)
     if value == "gpu" or (value == "auto" and machine.gpu_count):
         if not machine.gpu_count:
-            raise UsageError("--nproc-per-node", value, "a number, cpu or auto on a host without GPUs")
+            raise UsageError("--nproc-per-node", value, valid="a number, cpu or auto on a host without GPUs")
         return machine.gpu_count
     if value in ("cpu", "auto"):
         return machine.cpu_count
-    raise UsageError("--nproc-per-node", value, "a number >= 1, auto, gpu or cpu")
+    raise UsageError("--nproc-per-node", value, valid="a number >= 1, auto, gpu or cpu")
 
 
 def validate_torch_job(job: TorchJob) -> None:
@@ -32,22 +32,23 @@ def validate_torch_job(job: TorchJob) -> None:
     if job.max_nnodes is not None:
         positive_int("--nnodes", job.max_nnodes)
         if job.max_nnodes < job.nnodes:
-            raise UsageError("--nnodes", f"{job.nnodes}:{job.max_nnodes}", "MIN:MAX with MIN <= MAX")
+            raise UsageError("--nnodes", f"{job.nnodes}:{job.max_nnodes}", valid="MIN:MAX with MIN <= MAX")
         if job.rdzv_endpoint is None:
             raise UsageError("--nnodes", f"{job.nnodes}:{job.max_nnodes}",
-                             "an elastic MIN:MAX range together with --rdzv-endpoint")
+                             valid="an elastic MIN:MAX range together with --rdzv-endpoint")
     if not 0 <= job.node_rank < job.nnodes:
-        raise UsageError("--node-rank", job.node_rank, f"0 <= rank < --nnodes ({job.nnodes})")
+        raise UsageError("--node-rank", job.node_rank, valid=f"0 <= rank < --nnodes ({job.nnodes})")
     if job.max_restarts < 0:
-        raise UsageError("--max-restarts", job.max_restarts, "an integer >= 0")
+        raise UsageError("--max-restarts", job.max_restarts, valid="an integer >= 0")
     if job.program.kind == "exec":
-        raise UsageError("command", job.program.target, "a Python script or -m module")
+        raise UsageError("command", job.program.target, valid="a Python script or -m module")
     if job.rdzv_endpoint is not None:
         host_port("--rdzv-endpoint", job.rdzv_endpoint)
         if job.master_addr is not None or job.master_port is not None:
-            raise UsageError("--rdzv-endpoint", job.rdzv_endpoint, "either it or --master-addr/--master-port, not both")
+            raise UsageError("--rdzv-endpoint", job.rdzv_endpoint,
+                             valid="either it or --master-addr/--master-port, not both")
     elif job.nnodes > 1 and job.master_addr is None:
-        raise UsageError("--master-addr", None, "the address of node 0 when --nnodes > 1 (or --rdzv-endpoint)")
+        raise UsageError("--master-addr", None, valid="the address of node 0 when --nnodes > 1 (or --rdzv-endpoint)")
     if job.master_port is not None:
         port("--master-port", job.master_port)
 
@@ -71,7 +72,7 @@ class TorchPlanner:
         nproc = processes_per_node(job, machine)
         ranks = nproc * (job.max_nnodes or job.nnodes)
         nnodes = f"{job.nnodes}:{job.max_nnodes}" if job.max_nnodes is not None else str(job.nnodes)
-        argv = [machine.python, "-m", "torch.distributed.run", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
+        argv = [machine.python, "-m", "trainrun.torchrun", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
         if job.rdzv_endpoint is not None:
             argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", job.rdzv_endpoint,
                      "--rdzv-id", job.rdzv_id or "trainrun"]

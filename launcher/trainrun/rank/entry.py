@@ -23,7 +23,7 @@ import signal
 import sys
 
 from ..program import Program, program_from_rank_args
-from .env import launcher_rank_env, output_shown
+from .env import VERBOSE, launcher_rank_env, output_shown
 from .status import TASK_DIR, exit_code_of, exit_of_wait_status, record_exit, record_start
 
 # Signals the entry passes on to the program instead of acting on them itself.
@@ -54,6 +54,18 @@ def run_program(program: Program) -> None:
         runpy.run_path(program.target, run_name="__main__")
 
 
+def print_user_traceback(exc: BaseException) -> None:
+    """The program's traceback as Python would print it for `python script.py`: without the frames of this entry
+    and runpy in front (a missing script is one line), unless trainrun --verbose."""
+    import traceback
+
+    tb = exc.__traceback__
+    if not os.environ.get(VERBOSE):
+        while tb is not None and tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>"):
+            tb = tb.tb_next
+    traceback.print_exception(type(exc), exc, tb)
+
+
 def _silence() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
@@ -70,10 +82,8 @@ def run_rank(program: Program) -> int:
         code = exit_code_of(exc)
     except KeyboardInterrupt:
         code = 130
-    except BaseException:
-        import traceback
-
-        traceback.print_exc()
+    except BaseException as exc:
+        print_user_traceback(exc)
         code = 1
     sys.stdout.flush()
     sys.stderr.flush()

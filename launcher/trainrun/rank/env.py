@@ -17,6 +17,8 @@ from .status import STATUS_DIR
 # Each rank entry's pid, exported for everything the rank starts (trainrun.proctree finds leftovers by it).
 RANK_ENTRY = "TRAINRUN_RANK_ENTRY"
 
+# Set by --verbose: ranks and launchers show their whole tracebacks, trainrun's and torchrun's frames included.
+VERBOSE = "TRAINRUN_VERBOSE"
 # Set by --ranks-filter: the ranks whose output is shown ("0" or "0,2"); the others' goes to /dev/null.
 SHOW_RANKS = "TRAINRUN_SHOW_RANKS"
 # First match wins: Open MPI, MPICH/Hydra (PMI), then Horovod's Gloo launcher. torchrun sets the targets itself.

@@ -1,9 +1,11 @@
 """Bad input: one error naming the option, the value and what is valid; missing backends say what to install."""
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import time
+import types
 
 import pytest
 
@@ -54,6 +56,14 @@ USAGE_CASES = {
                               "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://https://HOST:PORT"),
     "standalone master without port": (["spark", "-np", "2", "--master", "spark://head", "t.py"], "--master",
                                        "spark://HOST:PORT"),
+    "host with a space for slots": (["mpi", "-np", "2", "-H", "localhost 2", "python", "t.py"], "-H",
+                                    "host:slots[,host:slots...]"),
+    "-x name with a space": (["mpi", "-np", "2", "-x", "BAD NAME=1", "python", "t.py"], "-x",
+                             "NAME of letters, digits and _"),
+    "-x name starting with a digit": (["mpi", "-np", "2", "-x", "1X=1", "python", "t.py"], "-x",
+                                      "NAME of letters, digits and _"),
+    "conf outside spark.": (["spark", "-np", "2", "--conf", "notspark.key=1", "t.py"], "--conf",
+                            "spark.KEY=VALUE, e.g. spark.executor.memory=4g"),
     "master from conf": (["spark", "-np", "2", "--conf", "spark.master=local[0]", "t.py"], "spark.master",
                          "local[N]"),
 }
@@ -98,15 +108,50 @@ def test_template_checked_with_job_shape(plan_for, fake_pooltemplates) -> None:
     assert fake_pooltemplates.checked == [("gpu-pool", 4, True)]
 
 
-@pytest.mark.parametrize("argv,fragment,code", [
-    (["torch", "--nproc-per-node", "0", "--", "t.py"], "--nproc-per-node/--nproc_per_node: expected an integer >= 1, got '0'", 2),
-    (["mpi", "-np", "x", "--", "python", "t.py"], "-np/--num-processes/--num-proc/--num_processes/--num_proc: expected an integer >= 1, got 'x'", 2),
-])
-def test_cli_option_type_errors_exit_2(argv, fragment, code, capsys) -> None:
+ARGUMENT_CASES = {
+    "type of a count": (["torch", "--nproc-per-node", "0", "--", "t.py"],
+                        "--nproc-per-node = '0': is invalid (valid: an integer >= 1)"),
+    "np not a number": (["mpi", "-np", "x", "--", "python", "t.py"], "-np = 'x': is invalid (valid: an integer >= 1)"),
+    "--np for -np": (["mpi", "--np", "2", "python", "t.py"],
+                     "option = '--np': is not an option of trainrun mpi; did you mean -np? "
+                     "(valid: the options `trainrun mpi --help` lists)"),
+    "--dryrun": (["mpi", "-np", "2", "--dryrun", "python", "t.py"],
+                 "option = '--dryrun': is not an option of trainrun mpi; did you mean --dry-run?"),
+    "--nprocs-per-node": (["torch", "--nprocs-per-node", "2", "t.py"],
+                          "option = '--nprocs-per-node': is not an option of trainrun torch; "
+                          "did you mean --nproc-per-node?"),
+    "mpirun's -np under torch": (["torch", "-np", "2", "t.py"],
+                                 "option = '-np': is not an option of trainrun torch; did you mean --nproc-per-node?"),
+    "a module under spark": (["spark", "-np", "2", "-m", "pkg.train"],
+                             "option = '-m': is not an option of trainrun spark; did you mean -- -m MODULE?"),
+    "torchrun's option under spark": (["spark", "--nproc-per-node", "2", "t.py"],
+                                      "option = '--nproc-per-node': is not an option of trainrun spark; "
+                                      "did you mean --num-processes?"),
+    "no backend": (["-np", "2", "python", "t.py"],
+                   "backend = '': is missing before -np (valid: mpi, torch, spark, doctor, e.g. trainrun mpi -np 2 "
+                   "python train.py)"),
+    "misspelled backend": (["mpy", "-np", "2", "python", "t.py"], "backend = 'mpy': is not a backend; did you mean mpi?"),
+    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, doctor"),
+    "launcher arguments without =": (["mpi", "-np", "2", "--mpi-args", "--bogus", "python", "t.py"],
+                                     "--mpi-args = '--bogus': is read as an option of trainrun's own "
+                                     "(valid: --mpi-args=--bogus or --mpi-args='--bogus ...', with `=`)"),
+    "np missing": (["mpi", "python", "t.py"], "-np = '': is required (valid: -np N: the number of ranks)"),
+    "np without value": (["mpi", "-np"], "-np = '': needs a value (valid: -np N: the number of ranks)"),
+    "framework choice": (["spark", "-np", "2", "--framework", "tf", "t.py"],
+                         "--framework = 'tf': is invalid (valid: torch, horovod)"),
+    "exclusive gpu options": (["spark", "-np", "2", "--use-gpu", "--no-gpu", "t.py"],
+                              "--no-gpu = True: is not allowed with --use-gpu (valid: one of them)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ARGUMENT_CASES))
+def test_argument_errors_are_one_line_in_the_project_format(case: str, capsys) -> None:
+    argv, fragment = ARGUMENT_CASES[case]
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
-    assert exit_info.value.code == code
-    assert fragment in capsys.readouterr().err
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"trainrun: {fragment}") and err.count("\n") == 1, err
 
 
 def test_cli_prints_one_line_and_exit_code(capsys, monkeypatch: pytest.MonkeyPatch, machine) -> None:
@@ -126,7 +171,7 @@ def test_dry_run_prints_and_starts_nothing(capsys, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("dry run started the job"))
     assert cli.main(["torch", "--nproc-per-node", "2", "--dry-run", "--", "t.py"]) == 0
-    assert capsys.readouterr().out.startswith("backend: torch\nranks: 2\nargv: /usr/bin/python3 -m torch.distributed.run")
+    assert capsys.readouterr().out.startswith("backend: torch\nranks: 2\nargv: /usr/bin/python3 -m trainrun.torchrun")
 
 
 def test_hostfile_lines_become_hosts(tmp_path, plan_for) -> None:
@@ -233,3 +278,148 @@ def test_a_silent_master_is_given_up_after_the_bound() -> None:
     with pytest.raises(UsageError, match="192.0.2.1:7077 did not accept a TCP connection within 0.3 s"):
         check_reachable("--master", "spark://192.0.2.1:7077", [("192.0.2.1", 7077)], seconds=0.3)
     assert time.monotonic() - started < 1
+
+
+@pytest.mark.parametrize("value", ["x" * 500, list(range(300)), {"a": ["b" * 200] * 50}, 10 ** 200, "short", 3.5])
+def test_usage_error_shows_values_as_pooltemplates_problems_do(value: object) -> None:
+    pooltemplates = pytest.importorskip("pooltemplates")
+    assert trainrun.errors.shown(value) == pooltemplates.shown(value)
+    assert str(UsageError("--opt", value, "is wrong", valid="anything")) == \
+        str(pooltemplates.Problem("--opt", value, "is wrong", "anything"))
+    assert len(str(UsageError("--opt", value, valid="v"))) <= len("--opt = : is invalid (valid: v)") + 80
+
+
+def test_a_templates_gpus_alone_do_not_turn_on_use_gpu(plan_for, fake_pooltemplates) -> None:
+    plan = plan_for(["spark", "--template", "gpu-pool", "--num-processes", "2", "t.py"])
+    assert "--no-gpu" in plan.argv and not [key for key in plan.spark_conf if ".resource.gpu." in key]
+    assert fake_pooltemplates.checked == [("gpu-pool", 2, False)]
+
+
+def test_no_gpu_drops_the_templates_gpu_conf_but_not_the_users(plan_for, fake_pooltemplates) -> None:
+    plan = plan_for(["spark", "--template", "gpu-pool", "--no-gpu", "--conf", "spark.worker.resource.gpu.amount=1",
+                     "--master", "spark://head:7077", "--dry-run", "-np", "2", "t.py"])
+    assert [key for key in plan.spark_conf if ".resource.gpu." in key] == ["spark.worker.resource.gpu.amount"]
+
+
+def test_the_documented_template_command_plans_a_cpu_job_on_this_host(plan_for) -> None:
+    pytest.importorskip("pooltemplates")
+    plan = plan_for(["spark", "--num-processes", "2", "--template", "local-pool", "train.py"])
+    assert plan.argv[plan.argv.index("--master") + 1] == "local[2]" and "--no-gpu" in plan.argv
+    assert not [key for key in plan.spark_conf if ".resource.gpu." in key]
+
+
+def test_a_missing_discovery_script_is_refused_under_a_local_master(plan_for, tmp_path) -> None:
+    pytest.importorskip("pooltemplates")
+    script = "/opt/trainstack/discover-gpus.sh"
+    if os.access(script, os.X_OK):
+        pytest.skip(f"{script} exists here (an image)")
+    with pytest.raises(UsageError) as err:
+        plan_for(["spark", "--num-processes", "2", "--template", "local-pool", "--use-gpu", "train.py"])
+    assert str(err.value).startswith(f"spark.executor.resource.gpu.discoveryScript = '{script}': is not an "
+                                     "executable file on this host, where local[2] runs the executors (valid: --no-gpu")
+    # A pool's workers have it: nothing to check here.
+    plan_for(["spark", "--num-processes", "2", "--template", "local-pool", "--use-gpu", "--dry-run",
+              "--master", "spark://head:7077", "train.py"])
+
+
+def test_spark_without_a_master_says_which_it_uses(capsys, monkeypatch: pytest.MonkeyPatch, machine, tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("")
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: None)
+    assert cli.main(["spark", "--num-processes", "2", "t.py"]) == 0
+    note, summary = capsys.readouterr().err.splitlines()
+    assert note == ("trainrun: no --master: Spark runs every rank on this host (local[2]); a pool's: --master "
+                    "spark://HOST:7077 (invoke pool.status prints it)")
+    assert cli.main(["spark", "--num-processes", "2", "--master", "local[2]", "t.py"]) == 0
+    assert "no --master" not in capsys.readouterr().err
+
+
+MISSING_PROGRAMS = {
+    "torch script": (["torch", "--nproc-per-node", "2", "missing.py"],
+                     "command = 'missing.py': is not a file on this host (valid: the path of a Python script, "
+                     "absolute or relative to {cwd})"),
+    "torch module": (["torch", "--nproc-per-node", "2", "-m", "nosuchmodule"],
+                     "command = 'nosuchmodule': is not a module {python} finds (valid: a module on its sys.path or "
+                     "under {cwd}, e.g. -m pkg.train)"),
+    "module of a package": (["torch", "--nproc-per-node", "2", "-m", "pkg.nosuchmodule"],
+                            "command = 'pkg.nosuchmodule': is not a module"),
+    "spark script on a local master": (["spark", "--num-processes", "2", "missing.py"],
+                                       "command = 'missing.py': is not a file on this host"),
+    "spark local mode module": (["spark", "--local-mode", "--num-processes", "2", "--", "-m", "nosuchmodule"],
+                                "command = 'nosuchmodule': is not a module"),
+    "mpi script": (["mpi", "-np", "2", "python", "missing.py"], "command = 'missing.py': is not a file on this host"),
+    "mpi command": (["mpi", "-np", "2", "./missing.sh"], "command = './missing.sh': is not a command on this host"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MISSING_PROGRAMS))
+def test_a_missing_program_is_refused_before_the_launch(case: str, capsys, monkeypatch: pytest.MonkeyPatch, machine,
+                                                       tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('a package is looked up, not imported')")
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("started a missing program"))
+    argv, expected = MISSING_PROGRAMS[case]
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("trainrun: " + expected.format(cwd=tmp_path, python=sys.executable)) and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [
+    ["torch", "--nproc-per-node", "2", "train.py"],
+    ["torch", "--nproc-per-node", "2", "-m", "pkg.train"],
+    ["torch", "--nproc-per-node", "2", "-m", "json.tool"],
+    ["mpi", "-np", "2", "python", "-m", "pkg"],
+    ["mpi", "-np", "2", "sh", "-c", "true"],
+    ["spark", "--num-processes", "2", "--master", "spark://head:7077", "on_the_workers.py"],
+    ["mpi", "-np", "2", "-H", "w1:1,w2:1", "python", "on_the_hosts.py"],
+])
+def test_a_program_that_is_there_or_elsewhere_is_launched(argv, monkeypatch: pytest.MonkeyPatch, machine,
+                                                          tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "train.py").write_text("")
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('a package is looked up, not imported')")
+    (tmp_path / "pkg" / "train.py").write_text("")
+    started = []
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine(local_names=()))
+    monkeypatch.setattr("trainrun.validate.check_reachable", lambda *a, **k: None)
+    monkeypatch.setattr("trainrun.backends.spark.check_reachable", lambda *a, **k: None)
+    monkeypatch.setattr("trainrun.backends.mpi.remote_hosts", lambda *a, **k: types.SimpleNamespace(options=()))
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: started.append(True))
+    assert cli.main(argv) == 0 and started
+
+
+def test_an_unknown_trainrun_variable_gets_a_warning_naming_the_closest(capsys, monkeypatch: pytest.MonkeyPatch,
+                                                                        machine) -> None:
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
+    monkeypatch.setenv("TRAINRUN_SSH_PROT", "2222")
+    monkeypatch.setenv("TRAINRUN_JOB_ID", "set for a job's processes: known")
+    assert cli.main(["mpi", "-np", "2", "--dry-run", "python", "t.py"]) == 0
+    assert capsys.readouterr().err == (
+        "trainrun: warning: TRAINRUN_SSH_PROT = '2222': is not a variable trainrun reads; did you mean "
+        "TRAINRUN_SSH_PORT? (valid: TRAINRUN_SSH_PORT, TRAINRUN_SSH_IDENTITY_FILE, TRAINRUN_SSH_KNOWN_HOSTS)\n")
+
+
+@pytest.mark.parametrize("argv,warned", [
+    (["mpi", "-np", "64", "python", "t.py"], "64 ranks on this host's 2 cores (32 per core)"),
+    (["torch", "--nproc-per-node", "9", "t.py"], "9 ranks on this host's 2 cores (4.5 per core)"),
+    (["mpi", "-np", "8", "python", "t.py"], None),
+    (["torch", "--nproc-per-node", "4", "--nnodes", "4", "--master-addr", "127.0.0.1", "t.py"], None),
+])
+def test_heavy_oversubscription_gets_a_warning(argv, warned, capsys, monkeypatch: pytest.MonkeyPatch, machine,
+                                               tmp_path) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "t.py").write_text("")
+    monkeypatch.setattr(cli, "detect_machine", lambda backend: machine(cpu_count=2))
+    monkeypatch.setattr(cli.os, "cpu_count", lambda: 2)
+    monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: None)
+    assert cli.main(argv) == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "warning" in line]
+    if warned is None:
+        assert warnings == []
+    else:
+        assert warnings == [f"trainrun: warning: {warned}: each runs a fraction of the time, and collective timeouts "
+                            "may fire (valid: at most 8 here, or more hosts)"]

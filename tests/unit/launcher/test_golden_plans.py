@@ -33,7 +33,7 @@ CASES = {
     "spark_ranks_filter": (["spark", "--num-processes", "3", "--ranks-filter", "2,0", "t.py"], {}),
     "mpi_ranks_filter": (["mpi", "-np", "4", "--ranks_filter", "0", "python", "t.py"], {}),
     "spark_default_master": (["spark", "--num-processes", "3", "--", "-m", "pkg.train"], {}),
-    "spark_template_gpu": (["spark", "--template", "gpu-pool", "--set", "executor.instances=4",
+    "spark_template_gpu": (["spark", "--template", "gpu-pool", "--use-gpu", "--set", "executor.instances=4",
                             "--conf", "spark.network.timeout=600s", "--master", "spark://head:7077",
                             "--num-processes", "8", "--", "train.py"], {}),
     "spark_template_no_gpu": (["spark", "--template", "gpu-pool", "--no-gpu", "--num-processes", "2",
@@ -89,7 +89,7 @@ def test_every_golden_file_has_a_case() -> None:
 
 
 def test_text_plan_shows_argv_env_and_spark_conf(fake_pooltemplates: object, plan_for) -> None:
-    text = plan_for(["spark", "--template", "gpu-pool", "--num-processes", "2", "--", "train.py"]).to_text()
+    text = plan_for(["spark", "--template", "gpu-pool", "--use-gpu", "--num-processes", "2", "--", "train.py"]).to_text()
     assert "argv: /usr/bin/python3 -m trainrun.backends.spark.driver" in text
     assert "  PYSPARK_PYTHON=/usr/bin/python3" in text
     assert "spark conf:\n" in text and "  spark.task.resource.gpu.amount=1" in text

@@ -30,7 +30,8 @@ def test_line_parsed_as_the_cli_parses_it() -> None:
 @pytest.mark.parametrize(("line", "message"), [
     ("", r"backend = '': %%trainrun needs a backend first \(valid: one of mpi, torch, spark"),
     ("doctor", r"backend = 'doctor': %%trainrun needs a backend first"),
-    ("mpi -np two", r"expected an integer >= 1, got 'two'"),
+    ("mpi -np two", r"^trainrun: -np = 'two': is invalid \(valid: an integer >= 1\)$"),
+    ("mpi --np 2", r"^trainrun: option = '--np': is not an option of trainrun mpi; did you mean -np\?"),
     ("mpi -np 2 python train.py", r"command = 'python train.py': the cell is the program"),
     ("mpi -np 2 'unclosed", r"No closing quotation"),
 ])

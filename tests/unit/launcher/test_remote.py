@@ -119,7 +119,7 @@ def test_mpich_refuses_ssh_options_it_cannot_pass(plan_for) -> None:
 def test_connect_timeout_is_bounded(capsys) -> None:
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["mpi", "-np", "2", "--ssh-connect-timeout", "0", "python", "t.py"])
-    assert "expected seconds from 1 to 300, got '0'" in capsys.readouterr().err
+    assert capsys.readouterr().err == "trainrun: --ssh-connect-timeout = '0': is invalid (valid: seconds from 1 to 300)\n"
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the ssh client")
@@ -308,7 +308,7 @@ def test_a_failed_check_starts_nothing(monkeypatch, tmp_path) -> None:
     marker = tmp_path / "started"
 
     def refuse(plan_remote, env):
-        raise UsageError("-H", "worker-1", "a host", rule="does not resolve")
+        raise UsageError("-H", "worker-1", valid="a host", rule="does not resolve")
 
     monkeypatch.setattr(remote, "check_hosts", refuse)
     from trainrun.runner import run_plan

@@ -18,6 +18,8 @@ INSTALL_JAVA = "install Java 17 (apt-get install openjdk-17-jre-headless) or set
 INSTALL_TEMPLATES = "pip install ./templates (the trainstack cluster templates package `pooltemplates`)"
 FRAMEWORKS = ("torch", "horovod")
 TASK_GPUS = "spark.task.resource.gpu.amount"
+# In the keys of Spark's GPU scheduling: spark.{driver,executor,task,worker}.resource.gpu.{amount,discoveryScript}.
+GPU_RESOURCE = ".resource.gpu."
 # Progress bars would interleave with the rank output the driver prints.
 DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false"}
 
@@ -34,17 +36,37 @@ def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: i
         template = pooltemplates.load_template(name, overrides)
         pooltemplates.check_barrier_job(template, num_processes, use_gpu)
     except pooltemplates.TemplateError as err:
-        raise UsageError("--template", name, f"a template that fits this job: {err}") from None
+        raise UsageError("--template", name, valid=f"a template that fits this job: {err}") from None
     return template.spark_conf()
 
 
-def wants_gpu(job: SparkJob, conf: Mapping[str, str]) -> bool:
+def wants_gpu(job: SparkJob) -> bool:
+    """--use-gpu, --no-gpu, else whether the job's own --conf gives tasks GPUs. A template's GPUs alone do not
+    count: local-pool's are placeholders, so that Spark's GPU scheduling runs without GPU hardware."""
     if job.use_gpu is not None:
         return job.use_gpu
+    conf = dict(job.conf)
     try:
         return float(conf.get(TASK_GPUS, "0")) > 0
     except ValueError:
-        raise UsageError(TASK_GPUS, conf[TASK_GPUS], "a number of GPUs per task") from None
+        raise UsageError(TASK_GPUS, conf[TASK_GPUS], valid="a number of GPUs per task") from None
+
+
+def without_gpu_conf(conf: Mapping[str, str]) -> dict[str, str]:
+    """A template's conf without its GPU scheduling (resource amounts, discovery scripts), for a job on CPUs."""
+    return {key: value for key, value in conf.items() if GPU_RESOURCE not in key}
+
+
+def check_discovery_scripts(conf: Mapping[str, str], master: str) -> None:
+    """Under a local master the executors run on this host, and so does each GPU discovery script: a missing one
+    would leave the job waiting for GPUs that never come, without a word."""
+    if not master.startswith("local"):
+        return
+    for key, path in sorted(conf.items()):
+        if key.endswith(GPU_RESOURCE + "discoveryScript") and not (os.path.isfile(path) and os.access(path, os.X_OK)):
+            raise UsageError(key, path, f"is not an executable file on this host, where {master} runs the executors",
+                             valid="--no-gpu (the template's GPU settings go), a --master whose workers have the "
+                                   "script (the local pool: invoke pool.up), or the path of a discovery script here")
 
 
 class SparkPlanner:
@@ -54,9 +76,9 @@ class SparkPlanner:
     def plan(self, job: SparkJob, machine: Machine) -> Plan:
         rank_count("--num-processes", job.num_processes)
         if job.template_set and not job.template:
-            raise UsageError("--set", job.template_set[0][0], "used together with --template")
+            raise UsageError("--set", job.template_set[0][0], valid="used together with --template")
         if job.framework not in FRAMEWORKS:
-            raise UsageError("--framework", job.framework, " or ".join(FRAMEWORKS))
+            raise UsageError("--framework", job.framework, valid=" or ".join(FRAMEWORKS))
         shown = None if job.ranks_filter is None else rank_list("--ranks-filter", job.ranks_filter,
                                                                   job.num_processes)
         if job.local_mode:
@@ -65,13 +87,14 @@ class SparkPlanner:
             raise MissingBackend("pyspark", INSTALL_PYSPARK)
         if not machine.has_java:
             raise MissingBackend("java", INSTALL_JAVA)
-        conf = self._conf(job, job.use_gpu is True)
-        use_gpu = wants_gpu(job, conf)
+        use_gpu = wants_gpu(job)
+        conf = self._conf(job, use_gpu)
         if use_gpu and TASK_GPUS not in conf:
-            raise UsageError("--use-gpu", True, f"a template or --conf that sets {TASK_GPUS}")
+            raise UsageError("--use-gpu", True, valid=f"a template or --conf that sets {TASK_GPUS}")
         master = job.master or conf.get("spark.master") or f"local[{job.num_processes}]"
         option = "--master" if job.master else "spark.master"
         standalone_masters = spark_master(option, master)
+        check_discovery_scripts(conf, master)
         if job.check_master:
             check_reachable(option, master, standalone_masters)
         argv = [machine.python, "-m", "trainrun.backends.spark.driver", "--master", master,
@@ -97,7 +120,8 @@ class SparkPlanner:
     def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
         conf = dict(DEFAULT_CONF)
         if job.template:
-            conf.update(self.template_conf(job.template, dict(job.template_set), job.num_processes, use_gpu))
+            template = self.template_conf(job.template, dict(job.template_set), job.num_processes, use_gpu)
+            conf.update(template if use_gpu else without_gpu_conf(template))
         conf.update(job.conf)
         return conf
 
@@ -107,7 +131,7 @@ class SparkPlanner:
             self._conf(job, bool(job.use_gpu))
         if job.use_gpu and machine.gpu_count < job.num_processes:
             raise UsageError("--num-processes", job.num_processes,
-                             f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
+                             valid=f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
         if job.framework == "torch":
             plan = TorchPlanner().plan(TorchJob(nproc_per_node=job.num_processes, program=job.program,
                                                 local_ranks_filter=shown, run=job.run), machine)

@@ -1,0 +1,138 @@
+"""argparse's own errors (an unknown option, a missing value, a value of the wrong type, no backend) as one line
+in the project's format, `trainrun: option = value: rule (valid: ...)`, with a suggestion for a misspelled
+option, and exit code 2."""
+from __future__ import annotations
+
+import argparse
+import ast
+import difflib
+import re
+import sys
+from typing import NoReturn, Sequence
+
+from .errors import UsageError
+
+BACKENDS = ("mpi", "torch", "spark", "doctor")
+# The other launchers' spellings of an option, and the one each backend takes instead.
+OTHER_SPELLINGS = {
+    "torch": {"-np": "--nproc-per-node", "--num-processes": "--nproc-per-node", "--num-proc": "--nproc-per-node",
+              "-H": "--nnodes with --master-addr", "--hosts": "--nnodes with --master-addr"},
+    "spark": {"--nproc-per-node": "--num-processes", "--nproc_per_node": "--num-processes", "-m": "-- -m MODULE"},
+    "mpi": {"--nproc-per-node": "-np", "--nproc_per_node": "-np"},
+}
+# Options whose value is a launcher's own argument list, which often starts with a dash.
+PASS_THROUGH = ("--mpi-args", "--mpi_args", "--torchrun-args", "--torchrun_args")
+_TYPE_ERROR = re.compile(r"argument (?P<names>\S+): expected (?P<valid>.*), got (?P<value>'.*')$")
+_CHOICE_ERROR = re.compile(r"argument (?P<names>\S+): invalid choice: (?P<value>'.*') \(choose from (?P<valid>.*)\)$")
+_EXPECTED_ONE = re.compile(r"argument (?P<names>\S+): expected one argument$")
+_NOT_ALLOWED = re.compile(r"argument (?P<names>\S+): not allowed with argument (?P<other>\S+)$")
+
+
+class TrainrunParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line naming the option, the value and what would be valid."""
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
+        self._given = list(sys.argv[1:] if args is None else args)
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message: str) -> NoReturn:
+        print(f"trainrun: {self.usage_error(message)}", file=sys.stderr)
+        raise SystemExit(2)
+
+    def usage_error(self, message: str) -> UsageError:
+        """The error argparse reports as `message`: an unknown option (with the closest) comes first, whatever
+        argparse found (a required option is reported missing when it is only misspelled: --np for -np)."""
+        given = getattr(self, "_given", [])
+        if self._is_backend_parser():
+            backend, options = self, given
+        elif given[:1] and given[0] in BACKENDS:
+            backend, options = self._backend_parser(given[0]), given[1:]
+        else:
+            return _no_backend(given)
+        unknown = backend.first_unknown_option(options)
+        if unknown is not None:
+            return backend.unknown_option(unknown)
+        return self._from_argparse(message, given)
+
+    def _is_backend_parser(self) -> bool:
+        return self._subparsers is None
+
+    def _backend_parser(self, name: str) -> "TrainrunParser":
+        action = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
+        return action.choices[name]
+
+    def option_strings(self) -> list[str]:
+        return [name for action in self._actions for name in action.option_strings]
+
+    def first_unknown_option(self, tokens: Sequence[str]) -> str | None:
+        """The first option among `tokens` (up to the program) that this parser does not take."""
+        takes_value = {name for action in self._actions if action.nargs is None and action.option_strings
+                       for name in action.option_strings}
+        known = self.option_strings()
+        skip = False
+        for token in tokens:
+            if skip:
+                skip = False
+                continue
+            if token == "--" or not token.startswith("-") or token == "-":
+                return None
+            name = token.partition("=")[0]
+            matches = [option for option in known if option == name or (name.startswith("--") and
+                                                                         option.startswith(name))]
+            if not matches:
+                return name
+            skip = "=" not in token and any(match in takes_value for match in matches)
+        return None
+
+    def unknown_option(self, option: str) -> UsageError:
+        backend = self.prog.split()[-1]
+        options = [name for name in self.option_strings() if "_" not in name]  # not torchrun's underscore spellings
+        suggestion = OTHER_SPELLINGS.get(backend, {}).get(option) or next(
+            iter(difflib.get_close_matches(option, options, n=1)), None)
+        rule = f"is not an option of {self.prog}" + (f"; did you mean {suggestion}?" if suggestion else "")
+        return UsageError("option", option, rule, valid=f"the options `{self.prog} --help` lists")
+
+    def _from_argparse(self, message: str, given: Sequence[str]) -> UsageError:
+        """argparse's message, reworded: a value of the wrong type, a choice, a missing value, two exclusive options."""
+        if match := _TYPE_ERROR.match(message):
+            return UsageError(_first(match["names"]), ast.literal_eval(match["value"]), valid=match["valid"])
+        if match := _CHOICE_ERROR.match(message):
+            valid = ", ".join(choice.strip().strip("'") for choice in match["valid"].split(","))  # quoted before 3.12.8
+            return UsageError(_first(match["names"]), ast.literal_eval(match["value"]), valid=valid)
+        if match := _EXPECTED_ONE.match(message):
+            option = _first(match["names"])
+            names = match["names"].split("/")
+            value = next((given[i + 1] for i, token in enumerate(given[:-1]) if token in names), None)
+            if option in PASS_THROUGH and value is not None:
+                return UsageError(option, value, "is read as an option of trainrun's own",
+                                  valid=f"{option}={value} or {option}='{value} ...', with `=`")
+            return UsageError(option, "", "needs a value", valid=self._usage_of(match["names"]))
+        if match := _NOT_ALLOWED.match(message):
+            return UsageError(_first(match["names"]), True, f"is not allowed with {_first(match['other'])}",
+                              valid="one of them")
+        required = "the following arguments are required: "
+        if message.startswith(required):
+            options = message[len(required):].split(", ")
+            return UsageError(_first(options[0]), "", "is required", valid=self._usage_of(options[0]))
+        return UsageError("arguments", " ".join(given), message, valid="see trainrun --help")
+
+    def _usage_of(self, names: str) -> str:
+        """`-np N: the number of ranks`, for the option argparse names as `-np/--num-processes`."""
+        action = next((a for a in self._actions if "/".join(a.option_strings) == names), None)
+        if action is None:
+            return f"{_first(names)} VALUE"
+        return f"{_first(names)} {action.metavar or 'VALUE'}: {action.help}"
+
+
+def _no_backend(given: Sequence[str]) -> UsageError:
+    first = given[0] if given else ""
+    valid = ", ".join(BACKENDS) + ", e.g. trainrun mpi -np 2 python train.py"
+    if first and not first.startswith("-"):
+        close = difflib.get_close_matches(first, BACKENDS, n=1)
+        rule = f"is not a backend; did you mean {close[0]}?" if close else "is not a backend"
+        return UsageError("backend", first, rule, valid=valid)
+    return UsageError("backend", "", f"is missing before {first}" if first else "is missing", valid=valid)
+
+
+def _first(names: str) -> str:
+    return names.split("/")[0]

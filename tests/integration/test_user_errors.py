@@ -1,0 +1,116 @@
+"""A user's mistake in the program, on real launches: the user's own traceback once and trainrun's summary line,
+no frames of trainrun or torchrun (unless --verbose); a missing program refused before anything starts; Open MPI's
+tagged output in whole lines whatever the rank's buffering."""
+from __future__ import annotations
+
+import re
+import signal
+import subprocess
+import sys
+
+import pytest
+from fault_harness import trainrun_argv, trainrun_env, wait_for_files
+from launch_helpers import requires, run_trainrun
+
+pytestmark = pytest.mark.timeout(300)
+
+RAISE_ON_RANK_1 = """import os
+if os.environ["RANK"] == "1":
+    raise ValueError("boom on rank 1")
+"""
+# A frame of trainrun, runpy or torchrun in a traceback, or torchrun's exception (its log lines name their source
+# file, e.g. `torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1)`: one line each, no frames).
+LAUNCHER_FRAMES = re.compile(r'File "[^"]*(torch/distributed|trainrun/|<frozen runpy>)|ChildFailedError')
+
+
+@requires(torch=True)
+def test_torch_exception_on_one_rank_shows_the_users_traceback_only(tmp_path) -> None:
+    (tmp_path / "train.py").write_text(RAISE_ON_RANK_1)
+    launch = run_trainrun(["torch", "--nproc-per-node", "2", str(tmp_path / "train.py")], trainrun_env(tmp_path))
+    output = launch.stdout + launch.stderr
+    assert launch.returncode == 1, output[-3000:]
+    assert output.count("Traceback (most recent call last)") == 1 and output.count("ValueError: boom on rank 1") == 1
+    assert f'File "{tmp_path / "train.py"}", line 3, in <module>' in output
+    assert not LAUNCHER_FRAMES.search(output), output[-3000:]
+    assert launch.stderr.splitlines()[-1].startswith("trainrun: rank 1 exited with code 1; job stopped")
+
+
+@requires(torch=True)
+def test_verbose_shows_the_launchers_frames_too(tmp_path) -> None:
+    (tmp_path / "train.py").write_text(RAISE_ON_RANK_1)
+    launch = run_trainrun(["torch", "--verbose", "--nproc-per-node", "2", str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path))
+    assert launch.returncode == 1
+    assert "trainrun/rank/entry.py" in launch.stdout + launch.stderr and "ChildFailedError" in launch.stderr
+
+
+@requires(torch=True)
+def test_torch_syntax_error_is_pythons_own_message(tmp_path) -> None:
+    (tmp_path / "train.py").write_text("def broken(:\n")
+    launch = run_trainrun(["torch", "--nproc-per-node", "2", str(tmp_path / "train.py")], trainrun_env(tmp_path))
+    output = launch.stdout + launch.stderr
+    assert launch.returncode == 1 and "SyntaxError: invalid syntax" in output
+    assert not LAUNCHER_FRAMES.search(output), output[-3000:]
+
+
+@requires(torch=True)
+def test_torch_timeout_and_ctrl_c_print_no_torchrun_traceback(tmp_path) -> None:
+    (tmp_path / "train.py").write_text("import os, time\nopen(os.environ['REPORT_DIR'] + '/pid-' + os.environ['RANK'], "
+                                       "'w').write(str(os.getpid()))\ntime.sleep(600)\n")
+    launch = run_trainrun(["torch", "--timeout", "8", "--nproc-per-node", "2", str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path), timeout=120)
+    assert launch.returncode == 124 and "Traceback" not in launch.stdout + launch.stderr, launch.stderr[-3000:]
+    for pid in tmp_path.glob("pid-*"):
+        pid.unlink()
+    proc = subprocess.Popen(trainrun_argv("torch", "--nproc-per-node", "2", str(tmp_path / "train.py")),
+                            env=trainrun_env(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_files(tmp_path, "pid-*", 2, timeout=120)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 130 and "Traceback" not in stdout + stderr, stderr[-3000:]
+    assert stderr.splitlines()[-1].startswith("trainrun: received SIGINT; job stopped")
+
+
+@pytest.mark.parametrize("args,line", [
+    pytest.param(["torch", "--nproc-per-node", "2", "missing.py"],
+                 "trainrun: command = 'missing.py': is not a file on this host", marks=requires(torch=True)),
+    pytest.param(["torch", "--nproc-per-node", "2", "-m", "nosuchmodule"],
+                 f"trainrun: command = 'nosuchmodule': is not a module {sys.executable} finds",
+                 marks=requires(torch=True)),
+    pytest.param(["spark", "--num-processes", "2", "missing.py"],
+                 "trainrun: command = 'missing.py': is not a file on this host", marks=requires(spark=True)),
+    pytest.param(["mpi", "-np", "2", sys.executable, "missing.py"],
+                 "trainrun: command = 'missing.py': is not a file on this host", marks=requires(mpirun=True)),
+])
+def test_a_missing_program_is_one_line_before_anything_starts(args, line, tmp_path) -> None:
+    launch = run_trainrun(args, trainrun_env(tmp_path), timeout=60)
+    assert launch.returncode == 2 and launch.stdout == ""
+    assert launch.stderr.startswith(line) and launch.stderr.count("\n") == 1, launch.stderr
+    assert launch.seconds < 15
+
+
+@requires(mpirun=True)
+def test_tagged_mpi_output_stays_whole_lines_when_python_is_unbuffered(tmp_path) -> None:
+    (tmp_path / "words.py").write_text("import os\nfor i in range(50):\n"
+                                       "    print('rank', os.environ['RANK'], 'line', i, 'of', 'words')\n")
+    launch = run_trainrun(["mpi", "-np", "2", sys.executable, str(tmp_path / "words.py")],
+                          trainrun_env(tmp_path, PYTHONUNBUFFERED="1"), timeout=120)
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    lines = launch.stdout.splitlines()
+    assert len(lines) == 100
+    assert all(re.fullmatch(r"\[1,([01])\]<stdout>:rank \1 line \d+ of words", line) for line in lines), lines
+
+
+@requires(torch=True, spark=True)
+def test_spark_exception_on_one_rank_shows_no_java_or_pyspark_stack(tmp_path) -> None:
+    (tmp_path / "train.py").write_text(RAISE_ON_RANK_1)
+    launch = run_trainrun(["spark", "--master", "local[2]", "--num-processes", "2", str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path))
+    output = launch.stdout + launch.stderr
+    assert launch.returncode == 1, output[-3000:]
+    assert output.count("Traceback (most recent call last)") == 1 and output.count("ValueError: boom on rank 1") == 1
+    assert "\tat org.apache.spark" not in output and "pyspark/worker.py" not in output, output[-3000:]
+    assert not LAUNCHER_FRAMES.search(output), output[-3000:]
