@@ -45,6 +45,13 @@ def eager_weights_after_one_step(world_size: int) -> torch.Tensor:
     return weights(model)
 
 
+def compiled_ddp(model: torch.nn.Module) -> torch.nn.Module:
+    """DDP around the compiled model. torch.compile(DistributedDataParallel(model)), the order PyTorch's DDP notes show,
+    runs the model in eager mode in torch 2.13 (its forward graph-breaks at DDP's skipped _inside_ddp_forward and no
+    graph is captured; measured under gloo on CPU), so the check would pass without compiling anything."""
+    return torch.nn.parallel.DistributedDataParallel(torch.compile(model))
+
+
 def check_distributed_step(compiled: torch.nn.Module, parameters_of: torch.nn.Module, optimizer: torch.optim.Optimizer,
                            rank: int, world_size: int) -> str:
     """Runs the compiled model's forward (against eager's) and one training step on the rank's batch; asserts the
@@ -52,10 +59,10 @@ def check_distributed_step(compiled: torch.nn.Module, parameters_of: torch.nn.Mo
     inputs, targets = rank_batch(rank)
     optimizer.zero_grad()
     outputs = compiled(inputs)
+    # The output of Inductor's compiled graph, not of an eager fallback.
+    assert type(outputs.grad_fn).__name__ == "CompiledFunctionBackward", f"not compiled: {outputs.grad_fn}"
     torch.testing.assert_close(outputs.detach(), make_model()(inputs).detach(), **TOLERANCE)
     F.mse_loss(outputs, targets).backward()
     optimizer.step()
     torch.testing.assert_close(weights(parameters_of), eager_weights_after_one_step(world_size), **TOLERANCE)
-    compiled_frames = torch._dynamo.utils.counters["frames"]["ok"]
-    assert compiled_frames > 0, "torch.compile compiled no frame"
-    return f"rank {rank}/{world_size}: compiled step matches eager ({compiled_frames} frames compiled)"
+    return f"rank {rank}/{world_size}: compiled step matches eager"

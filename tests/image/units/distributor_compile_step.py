@@ -12,12 +12,12 @@ def train_fn() -> str:
     import torch
     import torch.distributed as dist
 
-    from compile_reference import LEARNING_RATE, check_distributed_step, make_model
+    from compile_reference import LEARNING_RATE, check_distributed_step, compiled_ddp, make_model
 
     dist.init_process_group("gloo")
-    model = torch.nn.parallel.DistributedDataParallel(make_model())
+    model = compiled_ddp(make_model())
     optimizer = torch.optim.SGD(model.parameters(), lr=LEARNING_RATE)
-    line = check_distributed_step(torch.compile(model), model, optimizer, dist.get_rank(), dist.get_world_size())
+    line = check_distributed_step(model, model, optimizer, dist.get_rank(), dist.get_world_size())
     dist.barrier()
     dist.destroy_process_group()
     return line
