@@ -17,7 +17,7 @@ import sysconfig
 from pathlib import Path
 
 FRAMEWORK_PACKAGES = [
-    "torch", "tensorflow", "tensorflow-cpu", "tf_keras", "keras", "horovod", "pyspark",
+    "torch", "torchvision", "tensorflow", "tensorflow-cpu", "tf_keras", "keras", "horovod", "pyspark",
     "numpy", "mpi4py", "trainrun", "pooltemplates",
 ]
 CUDA_LIBRARY_PACKAGES = {

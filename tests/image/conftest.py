@@ -33,24 +33,25 @@ class ImageRunner:
         self.image = image
 
     def run(self, command: list[str] | str, expect: int = 0, timeout: int = 300, env: dict | None = None,
-            volumes: dict | None = None, user: str | None = None) -> str:
+            volumes: dict | None = None, user: str | None = None, options: dict | None = None) -> str:
         """Runs `command` with the test units at /units and the rank scripts at /ranks; asserts the exit code;
-        returns the output."""
-        status, output = self.run_status(command, timeout, env, volumes, user)
+        returns the output. `options` are further arguments of containers.create (e.g. read_only, tmpfs)."""
+        status, output = self.run_status(command, timeout, env, volumes, user, options)
         if status != expect and GLOO_EXIT_ABORT in output:
             warnings.warn(f"{command}: a rank aborted in Gloo's teardown at exit; run again")
-            status, output = self.run_status(command, timeout, env, volumes, user)
+            status, output = self.run_status(command, timeout, env, volumes, user, options)
         assert status == expect, f"exit {status}, expected {expect}; output:\n{output[-4000:]}"
         return output
 
     def run_status(self, command: list[str] | str, timeout: int = 300, env: dict | None = None,
-                   volumes: dict | None = None, user: str | None = None) -> tuple[int, str]:
+                   volumes: dict | None = None, user: str | None = None,
+                   options: dict | None = None) -> tuple[int, str]:
         """Runs `command` as `run` does; returns its exit code and output."""
         mounts = {str(UNITS_DIR): {"bind": "/units", "mode": "ro"}, str(RANKS_DIR): {"bind": "/ranks", "mode": "ro"},
                   **(volumes or {})}
         return run_container(self.client, {
             "image": self.image, "command": command, "environment": env or {}, "volumes": mounts,
-            "shm_size": "1g", "user": user}, timeout=timeout)
+            "shm_size": "1g", "user": user, **(options or {})}, timeout=timeout)
 
 
 @pytest.fixture(scope="session")

@@ -13,6 +13,22 @@ def test_frameworks_import_together(in_image, image_flavor):
     assert (tensorflow, pyspark) == (image_flavor.version("tensorflow"), image_flavor.version("pyspark")), output
 
 
+def test_torchvision_runs_where_the_flavor_holds_it_and_says_why_where_absent(in_image, image_flavor):
+    absent = {entry["package"]: entry for entry in image_flavor.absent}
+    if "torchvision" in absent:
+        output = in_image.run(["python", "-c", "import torchvision"], expect=1)
+        entry = absent["torchvision"]
+        assert (f"ModuleNotFoundError: No module named 'torchvision': the trainstack {image_flavor.name} image has "
+                f"none. {entry['reason']} Instead: {entry['instead']}") in output, output
+        return
+    # nms is the compiled operator that a torchvision built for another torch lacks.
+    output = in_image.run(["python", "-c",
+        "import torch, torchvision; boxes = torch.tensor([[0., 0., 2., 2.], [0., 0., 2., 1.9]]);"
+        "print(torchvision.__version__, torchvision.ops.nms(boxes, torch.tensor([0.9, 0.8]), 0.5).tolist())"])
+    version, kept = output.splitlines()[-1].split(" ", 1)
+    assert (Version(version).public, kept) == (image_flavor.version("torchvision"), "[0]"), output
+
+
 @pytest.mark.parametrize(
     ("launcher", "unit", "framework"),
     [

@@ -4,7 +4,16 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainstack.image.dockerfile import IMAGES_DIR, horovod_patches, ipython_config, login_profile, render_dockerfile
+from trainstack.image.dockerfile import (
+    ABSENT_PACKAGES_MODULE,
+    ABSENT_PACKAGES_PTH,
+    IMAGES_DIR,
+    absent_packages_data,
+    horovod_patches,
+    ipython_config,
+    login_profile,
+    render_dockerfile,
+)
 from trainstack.image.matrix import REPO_ROOT, Flavor
 from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
 from trainstack.image.sources import SourceOptions
@@ -26,6 +35,8 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     for patch in horovod_patches(flavor):
         shutil.copyfile(IMAGES_DIR / "patches" / patch, out_dir / "patches" / patch)
     shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
+    if flavor.absent:
+        _write_absent_packages(flavor, out_dir / "site-packages")
     shutil.copytree(REPO_ROOT / "launcher", out_dir / "launcher", ignore=_ignore_build_debris)
     shutil.copytree(REPO_ROOT / "examples", out_dir / "examples", ignore=_ignore_build_debris)
     shutil.copytree(REPO_ROOT / "templates", out_dir / "templates", ignore=_ignore_build_debris)
@@ -38,6 +49,15 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
         (out_dir / "build-ca").mkdir()
         shutil.copyfile(sources.ca_bundle, out_dir / "build-ca" / "ca-bundle.crt")
     return out_dir
+
+
+def _write_absent_packages(flavor: Flavor, out_dir: Path) -> None:
+    """The module, its data and its .pth, for the Dockerfile's COPY into site-packages."""
+    out_dir.mkdir()
+    module = f"{ABSENT_PACKAGES_MODULE}.py"
+    shutil.copyfile(IMAGES_DIR / "site-packages" / module, out_dir / module)
+    (out_dir / f"{ABSENT_PACKAGES_MODULE}.json").write_text(absent_packages_data(flavor))
+    (out_dir / ABSENT_PACKAGES_PTH).write_text(f"import {ABSENT_PACKAGES_MODULE}\n")
 
 
 def _ignore_build_debris(directory: str, names: list[str]) -> set[str]:

@@ -3,6 +3,7 @@ build, labels, in-image paths), so the template stays declarative and every stri
 is quoted by construction."""
 from __future__ import annotations
 
+import json
 import shlex
 
 import jinja2
@@ -40,6 +41,10 @@ BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-de
 # Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image;
 # torch/include stays, since Inductor compiles against it.
 HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
+# The module that makes `import NAME` of a package the flavor lists as `absent` say why (images/site-packages/), its
+# data and the .pth file that loads it at startup, all copied into the venv's site-packages.
+ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
+ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
@@ -113,6 +118,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "site_packages": site_packages(flavor),
         "prune_globs": flavor.prune_globs,
+        "absent_packages": bool(flavor.absent),
         "runtime_env": runtime_env(),
         "venv": identity.VENV_DIR,
         "local_package_dirs": identity.LOCAL_PACKAGE_DIRS,
@@ -166,6 +172,11 @@ def login_profile() -> str:
         # $PATH stays outside the quotes, so the shell expands it.
         lines.append(f"export {name}=" + '"$PATH"'.join(shlex.quote(part) if part else "" for part in value.split("$PATH")))
     return "\n".join(lines) + "\n"
+
+
+def absent_packages_data(flavor: Flavor) -> str:
+    """trainstack_absent_packages.json: the flavor's `absent` list, which the module answers imports from."""
+    return json.dumps({"flavor": flavor.name, "absent": [dict(entry) for entry in flavor.absent]}, indent=2) + "\n"
 
 
 def ipython_config() -> str:

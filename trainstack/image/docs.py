@@ -10,7 +10,7 @@ from trainstack.identity import image_reference
 from trainstack.image.matrix import Flavor, Matrix
 from trainstack.image.workflows import Workflow
 
-COLUMNS = ["python", "torch", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
+COLUMNS = ["python", "torch", "torchvision", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
 
 
 def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -19,10 +19,17 @@ def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
 
 
 def flavor_table(matrix: Matrix, gpu_only: bool = False) -> str:
-    """A Markdown table: one row per flavor, one column per component."""
+    """A Markdown table: one row per flavor, one column per component ("absent" where the matrix says the flavor
+    cannot hold it)."""
     flavors = [f for f in matrix.flavors.values() if f.gpu or not gpu_only]
     return _markdown_table(["flavor", *COLUMNS, "base image"],
-                           [[f.name, *(f.version(c) or "-" for c in COLUMNS), f.base_image] for f in flavors])
+                           [[f.name, *(_cell(f, c) for c in COLUMNS), f.base_image] for f in flavors])
+
+
+def _cell(flavor: Flavor, component: str) -> str:
+    if flavor.version(component):
+        return str(flavor.version(component))
+    return "absent" if any(entry["package"] == component for entry in flavor.absent) else "-"
 
 
 def _holds(flavor: Flavor) -> str:

@@ -22,6 +22,8 @@ HOROVOD_NAMES = {"pytorch": "PyTorch", "tensorflow": "TensorFlow", "mpi": "MPI",
 def expected_packages(flavor: Flavor) -> dict[str, str]:
     """pip distribution name -> version the image must hold."""
     packages = {"torch": flavor.version("torch"), "horovod": flavor.version("horovod"), "pyspark": flavor.version("pyspark")}
+    if "torchvision" in flavor.components:
+        packages["torchvision"] = flavor.version("torchvision")
     if "tensorflow" in flavor.components:
         packages[flavor.field("tensorflow", "pip_package") or "tensorflow"] = flavor.version("tensorflow")
     packages.update(flavor.python_packages)
@@ -41,6 +43,10 @@ def manifest_mismatches(flavor: Flavor, manifest: dict[str, Any], installed: dic
     for name, version in expected_packages(flavor).items():
         if installed.get(_normalize(name)) != version:
             problems.append(f"{name} is {installed.get(_normalize(name), 'not installed')}, matrix says {version}")
+    for entry in flavor.absent:
+        if _normalize(entry["package"]) in installed:
+            problems.append(f"{entry['package']} {installed[_normalize(entry['package'])]} is installed, "
+                            f"but the matrix lists it as absent from {flavor.name}")
     libraries = manifest.get("libraries", {})
     for name in ("openmpi", "java", "cuda", "cudnn", "nccl"):
         expected = flavor.version(name)

@@ -54,6 +54,8 @@ class Flavor:
     no_deps_packages: frozenset[str] = frozenset()
     # {"glob": ..., "reason": ...} entries: files the builder deletes from site-packages.
     prune: tuple[dict[str, str], ...] = ()
+    # {"package": ..., "reason": ..., "instead": ...} entries: what this flavor cannot hold, and why.
+    absent: tuple[dict[str, str], ...] = ()
 
     @property
     def gpu(self) -> bool:
@@ -74,6 +76,8 @@ class Flavor:
                 "components": copy.deepcopy(self.components), "python_packages": packages}
         if self.prune:
             data["prune"] = [dict(entry) for entry in self.prune]
+        if self.absent:
+            data["absent"] = [dict(entry) for entry in self.absent]
         return data
 
     @property
@@ -130,6 +134,8 @@ def _flavor(name: str, spec: dict[str, Any]) -> Flavor:
                                    if isinstance(value, dict) and value.get("no_deps")),
         prune=tuple({"glob": entry["glob"], "reason": " ".join(entry["reason"].split())}
                     for entry in spec.get("prune", [])),
+        absent=tuple({"package": entry["package"], "reason": " ".join(entry["reason"].split()),
+                      "instead": " ".join(entry["instead"].split())} for entry in spec.get("absent", [])),
     )
 
 

@@ -14,9 +14,13 @@ CUDA_WHEEL_PREFIX = "nvidia-"
 
 
 def framework_requirements(flavor: Flavor) -> list[str]:
-    """What Horovod compiles against, installed before it: build tools, torch, TensorFlow, CUDA wheel pins."""
+    """What Horovod compiles against, installed before it: build tools, torch (with torchvision), TensorFlow, CUDA
+    wheel pins."""
     lines = [f"{name}=={version}" for name, version in BUILD_TOOL_PACKAGES.items()]
     lines.append(f"torch=={flavor.version('torch')}")
+    # In the same install as torch: each torchvision requires one exact torch, so pip never replaces the matrix's.
+    if "torchvision" in flavor.components:
+        lines.append(f"torchvision=={flavor.version('torchvision')}")
     if "tensorflow" in flavor.components:
         package = flavor.field("tensorflow", "pip_package") or "tensorflow"
         extras = "[and-cuda]" if flavor.gpu else ""

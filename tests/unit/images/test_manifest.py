@@ -57,6 +57,12 @@ def test_missing_package_is_named(cpu):
     assert manifest_mismatches(cpu, CPU_MANIFEST, installed) == ["tf_keras is not installed, matrix says 2.21.0"]
 
 
+def test_a_package_the_matrix_lists_as_absent_is_named_when_installed(cpu):
+    installed = parse_constraints(CPU_CONSTRAINTS + "torchvision==0.28.0\n")
+    assert manifest_mismatches(cpu, CPU_MANIFEST, installed) == [
+        "torchvision 0.28.0 is installed, but the matrix lists it as absent from cpu"]
+
+
 def test_unbuilt_horovod_extension_is_named(cpu):
     manifest = copy.deepcopy(CPU_MANIFEST)
     manifest["horovod"]["frameworks"] = ["TensorFlow"]

@@ -34,7 +34,7 @@ CU13_MANIFEST = {
 CU13_CONSTRAINTS = parse_constraints(
     "cloudpickle==3.1.2\nhorovod==0.28.1\nipykernel==7.4.0\nipywidgets==8.1.9\njupyterlab==4.6.6\nmpi4py==4.1.2\n"
     "nbclient==0.11.0\nnbconvert==7.17.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==26.0.1\n"
-    "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.13.0\n"
+    "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.13.0\ntorchvision==0.28.0\n"
 )
 
 
@@ -51,6 +51,11 @@ def with_stack(**changes) -> dict:
 
 def test_matching_gpu_image_has_no_mismatches(cu13):
     assert manifest_mismatches(cu13, CU13_MANIFEST, CU13_CONSTRAINTS) == []
+
+
+def test_torchvision_must_be_the_matrixs_pairing(cu13):
+    constraints = {**CU13_CONSTRAINTS, "torchvision": "0.27.0"}
+    assert manifest_mismatches(cu13, CU13_MANIFEST, constraints) == ["torchvision is 0.27.0, matrix says 0.28.0"]
 
 
 def test_torch_built_for_another_cuda_nccl_or_cudnn_is_named(cu13):

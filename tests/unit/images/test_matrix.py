@@ -1,6 +1,7 @@
 import dataclasses
 
 import pytest
+import yaml
 
 from pooltemplates import TemplateError
 from trainstack.image.dockerfile import render_dockerfile
@@ -43,6 +44,11 @@ def test_gpu_flavor_holds_the_cuda_stack(matrix):
         ("cpu", {"python": "3.9", "pyspark": "4.0.0", "torch": "2.8.0"}, "tensorflow-2.21-python"),
         ("cpu", {"tensorflow": "2.20.0", "python": "3.14", "horovod": "0.29.0"}, "tensorflow-2.20-python"),
         ("cpu", {"horovod.patch": ""}, "horovod-0.28-patch-torch"),
+        ("gpu", {"torchvision": "0.28.0"}, "torchvision-torch-2.10"),
+        ("gpu-cu13", {"torchvision": "0.25.0"}, "torchvision-torch-2.13"),
+        ("gpu-cu13", {"torch": "2.12.0", "nccl": "2.28.9"}, "torchvision-torch-2.12"),
+        ("gpu-cu13", {"torch": "2.11.0", "torchvision": "0.26.0", "nccl": "2.28.9"}, None),
+        ("gpu-cu13", {"torch": "2.14.0", "torchvision": "0.29.0"}, "torchvision-torch-paired"),
         ("cpu", {"debian": "13", "python": "3.12", "horovod": "0.29.0"}, None),
         ("cpu", {"debian": "12", "python": "3.12", "horovod": "0.29.0"}, "debian-12-python"),
     ],
@@ -176,3 +182,28 @@ def test_every_prune_entry_says_why(matrix):
     for flavor in matrix.flavors.values():
         for entry in flavor.prune:
             assert len(entry["reason"]) > 20, entry
+
+
+def test_torchvision_is_paired_with_each_gpu_flavors_torch_and_absent_from_cpu(matrix):
+    assert {name: flavor.version("torchvision") for name, flavor in matrix.flavors.items()} == {
+        "cpu": None, "gpu": "0.25.0", "gpu-cu13": "0.28.0"}
+    [absent] = matrix.flavor("cpu").absent
+    assert absent["package"] == "torchvision"
+    assert "operator torchvision::nms does not exist" in absent["reason"]
+    assert "--index-url https://download.pytorch.org/whl/cpu" in absent["instead"]
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ({"package": "torchvision", "reason": "r"}, "flavors.cpu.absent.0 = {'package': 'torchvision', 'reason': 'r'}: "
+                                                "'instead' is a required property"),
+    ({"package": "torch-vision", "reason": "r", "instead": "i"},
+     "flavors.cpu.absent.0.package = 'torch-vision': is not a top-level Python module name"),
+])
+def test_an_absent_entry_names_a_module_and_says_why_and_what_instead(tmp_path, entry, message):
+    data = yaml.safe_load(MATRIX_PATH.read_text())
+    data["flavors"]["cpu"]["absent"] = [entry]
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(MatrixError) as error:
+        load_matrix(path)
+    assert message in str(error.value)

@@ -62,6 +62,7 @@ def test_every_horovod_extension_is_required(cpu):
 
 def test_requirements_pin_the_matrix_versions(cpu):
     assert framework_requirements(cpu)[-2:] == ["torch==2.13.0+cpu", "tensorflow-cpu==2.21.0"]
+    assert not any(line.startswith("torchvision") for line in framework_requirements(cpu) + library_requirements(cpu))
     for pin in ("pyspark==4.3.0", "tensorboard==2.20.0", "pandas==2.3.3"):
         assert pin in library_requirements(cpu)
 

@@ -181,7 +181,8 @@ def test_a_wheelhouse_without_a_foreign_torch_build_is_accepted(matrix, tmp_path
 
 def test_cuda_wheel_pins_are_installed_with_the_frameworks(matrix):
     gpu = matrix.flavor("gpu")
-    assert framework_requirements(gpu)[-3:] == ["torch==2.10.0", "tensorflow[and-cuda]==2.20.0", "nvidia-cuda-nvcc-cu12==12.8.93"]
+    assert framework_requirements(gpu)[-4:] == ["torch==2.10.0", "torchvision==0.25.0", "tensorflow[and-cuda]==2.20.0",
+                                                "nvidia-cuda-nvcc-cu12==12.8.93"]
     assert not any(line.startswith("nvidia-") for line in library_requirements(gpu))
 
 
@@ -189,7 +190,7 @@ def test_resolver_checks_the_requirements_the_image_installs(matrix):
     gpu = matrix.flavor("gpu")
     assert resolver.gpu_framework_requirements(gpu) == framework_requirements(gpu)
     assert framework_requirements(gpu)[2:] == [
-        "torch==2.10.0", "tensorflow[and-cuda]==2.20.0", "nvidia-cuda-nvcc-cu12==12.8.93",
+        "torch==2.10.0", "torchvision==0.25.0", "tensorflow[and-cuda]==2.20.0", "nvidia-cuda-nvcc-cu12==12.8.93",
     ]
 
 

@@ -1,0 +1,82 @@
+"""A package the matrix lists as `absent` from a flavor: its build context installs the module that makes
+`import NAME` say why, and that module answers only imports no real package serves."""
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from trainstack.image.build_context import write_build_context
+from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.matrix import load_matrix
+from trainstack.image.sources import SourceOptions
+
+# Runs in a fresh interpreter that reads the context's site-packages folder as a site dir (its .pth included),
+# as the image's Python reads its venv's; prints what each kind of import gives.
+PROBE = """
+import importlib, importlib.util, json, site, sys
+site.addsitedir(sys.argv[1])
+sys.path[:0] = sys.argv[2:]
+result = {"probe": repr(importlib.util.find_spec("torchvision")), "last_finder": type(sys.meta_path[-1]).__name__}
+for name, statement in [("import", "import torchvision"), ("submodule", "from torchvision import models"),
+                        ("import_module", "importlib.import_module('torchvision')"), ("other", "import no_such_module")]:
+    try:
+        exec(statement)
+        result[name] = {"imported": sys.modules["torchvision"].__file__}
+    except ModuleNotFoundError as error:
+        result[name] = {"name": error.name, "message": str(error)}
+print(json.dumps(result))
+"""
+
+
+@pytest.fixture(scope="module")
+def cpu_context(tmp_path_factory) -> Path:
+    return write_build_context(load_matrix().flavor("cpu"), SourceOptions(), tmp_path_factory.mktemp("ctx") / "cpu")
+
+
+def run_probe(site_dir: Path, *first_on_path: Path) -> dict:
+    output = subprocess.run([sys.executable, "-I", "-c", PROBE, str(site_dir), *map(str, first_on_path)],
+                            capture_output=True, text=True, check=True).stdout
+    return json.loads(output)
+
+
+def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_copies(cpu_context):
+    files = sorted(path.name for path in (cpu_context / "site-packages").iterdir())
+    assert files == ["trainstack-absent-packages.pth", "trainstack_absent_packages.json", "trainstack_absent_packages.py"]
+    assert (cpu_context / "site-packages" / "trainstack-absent-packages.pth").read_text() == "import trainstack_absent_packages\n"
+    data = json.loads((cpu_context / "site-packages" / "trainstack_absent_packages.json").read_text())
+    assert data == {"flavor": "cpu", "absent": [dict(entry) for entry in load_matrix().flavor("cpu").absent]}
+    dockerfile = (cpu_context / "Dockerfile").read_text()
+    copy = "COPY site-packages/ /opt/venv/lib/python3.11/site-packages/"
+    assert dockerfile.index("COPY scripts/ /opt/trainstack/bin/") < dockerfile.index(copy) < dockerfile.index("write_manifest.py")
+
+
+@pytest.mark.parametrize("flavor", ["gpu", "gpu-cu13"])
+def test_flavors_with_nothing_absent_copy_no_module(flavor):
+    assert "COPY site-packages/" not in render_dockerfile(load_matrix().flavor(flavor))
+
+
+def test_importing_an_absent_package_says_why_and_what_instead(cpu_context):
+    result = run_probe(cpu_context / "site-packages")
+    absent = load_matrix().flavor("cpu").absent[0]
+    assert result["last_finder"] == "AbsentPackageFinder"
+    for how in ("import", "submodule", "import_module"):
+        assert result[how]["name"] == "torchvision", result
+        assert result[how]["message"] == (f"No module named 'torchvision': the trainstack cpu image has none. "
+                                          f"{absent['reason']} Instead: {absent['instead']}")
+    assert result["other"] == {"name": "no_such_module", "message": "No module named 'no_such_module'"}
+
+
+def test_a_probe_for_the_package_still_finds_nothing(cpu_context):
+    # Libraries (transformers, Lightning) test importlib.util.find_spec(NAME) is None to see what is installed.
+    assert run_probe(cpu_context / "site-packages")["probe"] == "None"
+
+
+def test_a_torchvision_the_user_installs_is_imported(cpu_context, tmp_path):
+    (tmp_path / "torchvision").mkdir()
+    (tmp_path / "torchvision" / "__init__.py").write_text("")
+    (tmp_path / "torchvision" / "models.py").write_text("")
+    result = run_probe(cpu_context / "site-packages", tmp_path)
+    assert result["import"] == {"imported": str(tmp_path / "torchvision" / "__init__.py")}
+    assert result["probe"] != "None"
