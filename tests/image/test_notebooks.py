@@ -27,8 +27,9 @@ class Training:
     writes_checkpoint: bool = True
 
 
-# horovod.spark tags its ranks' lines; the estimators' world-size metric, averaged over the ranks, is 2.
-ESTIMATOR_RANKS = ("[0]<stdout>:", "[1]<stdout>:", "ranks that trained: 2")
+# horovod.spark tags its ranks' lines [N]<stdout>: and [N]<stderr>: (Keras prints its progress on rank 0 only); the
+# estimators' world-size metric, averaged over the ranks, is 2.
+ESTIMATOR_RANKS = ("[0]<std", "[1]<std", "ranks that trained: 2")
 
 NOTEBOOKS = {
     "synapse_torch_estimator": [Training(("fit", "history", "checkpoint", "evaluate"), ESTIMATOR_RANKS)],
