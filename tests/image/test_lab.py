@@ -14,30 +14,13 @@ import requests
 import tornado.httpclient
 import tornado.websocket
 
-from trainstack.identity import IMAGE_USER_UID, JUPYTER_PORT, NOTEBOOK_DIR
+from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
 from trainstack.lab import host_port, lab_url, logged_token
 
 START_TIMEOUT = 180
 # Docker's HEALTHCHECK interval is 15s; the tests inherit the image's check and only check more often.
 SECOND = 1_000_000_000
 QUICK_HEALTH = {"interval": SECOND, "start_period": 60 * SECOND}
-
-
-@pytest.fixture(scope="module")
-def start_lab(docker_client, image):
-    """Starts containers of the image, published on 127.0.0.1 at a free port; removes them at the end."""
-    started = []
-
-    def start(command: tuple[str, ...] = ("lab",), port: int = JUPYTER_PORT, **kwargs):
-        container = docker_client.containers.run(
-            image.id, list(command), detach=True, ports={f"{port}/tcp": ("127.0.0.1", None)},
-            labels={"io.trainstack.test": "lab"}, **kwargs)
-        started.append(container)
-        return container
-
-    yield start
-    for container in started:
-        container.remove(force=True, v=True)
 
 
 @pytest.fixture(scope="module")
