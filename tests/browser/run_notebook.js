@@ -21,8 +21,12 @@ async function idle(page) {
 async function answerDialogs(page) {
   const select = page.locator('.jp-Dialog').getByRole('button', { name: 'Select', exact: true });
   await select.waitFor({ timeout: 15000 }).then(() => select.click(), () => {});
+  await declineNews(page, 2000);
+}
+
+async function declineNews(page, timeout) {
   const news = page.locator('.jp-toast-container').getByRole('button', { name: 'No', exact: true });
-  await news.waitFor({ timeout: 2000 }).then(() => news.click(), () => {});
+  await news.waitFor({ timeout }).then(() => news.click(), () => {});
 }
 
 async function main() {
@@ -53,6 +57,7 @@ async function main() {
     }).first();
     await cell.locator('.jp-OutputArea-output', { hasText: new RegExp(expect) }).first().waitFor();
     await idle(page);
+    await declineNews(page, 1000);
     await cell.scrollIntoViewIfNeeded();
     await page.screenshot({ path: screenshot });
     console.log(JSON.stringify({
