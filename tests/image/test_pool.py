@@ -16,6 +16,7 @@ import time
 import uuid
 from pathlib import Path
 
+import nbformat
 import pytest
 import requests
 
@@ -169,7 +170,7 @@ def test_notebook_runs_spark_on_the_pools_executors(docker_client, running_pool)
                                           EXECUTE_NOTEBOOK.format(timeout=JOB_TIMEOUT), "/job/pool_notebook.ipynb"],
                                          demux=True)
     assert code == 0, (out or b"")[-2000:].decode() + (err or b"")[-4000:].decode()
-    cells = [cell for cell in json.loads(out)["cells"] if cell["cell_type"] == "code"]
+    cells = [cell for cell in nbformat.reads(out.decode(), as_version=4).cells if cell.cell_type == "code"]
     too_large, configure, session, job = (cell_text(cell) for cell in cells)
     assert "numExecutors = 3: the pool 'local-pool' has 2" in too_large, too_large
     assert "Spark session configured" in configure, configure
