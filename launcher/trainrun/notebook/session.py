@@ -29,6 +29,8 @@ SUBJECT = "%%configure"
 # What a JVM gets when the cell says nothing of the driver's memory (Spark's default).
 SPARK_DEFAULT_DRIVER_MEMORY = "1g"
 SESSION_NAMES = ("spark", "sc")
+# Packages whose jobs run on the active session, so importing one starts it.
+SESSION_MODULES = ("pyspark", "spark_tensorflow_distributor", "sparkdl")
 
 
 @dataclass(frozen=True)
@@ -151,15 +153,21 @@ def stop() -> None:
         SparkContext._jvm = None
 
 
-def names_used(source: str) -> set[str]:
-    """Of `spark` and `sc`, those a cell reads and does not define itself."""
+def uses_spark(source: str) -> bool:
+    """Whether a cell needs the notebook's session first: it reads `spark` or `sc` without defining them itself, or
+    imports what runs on the active session (TorchDistributor, horovod.spark, spark-tensorflow-distributor: they
+    expect it to exist, as it does in Synapse and Databricks notebooks)."""
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return set()
-    loaded = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
-    stored = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)}
-    return {name for name in SESSION_NAMES if name in loaded and name not in stored}
+        return False
+    names = [node for node in ast.walk(tree) if isinstance(node, ast.Name) and node.id in SESSION_NAMES]
+    if {node.id for node in names if isinstance(node.ctx, ast.Load)} - {node.id for node in names
+                                                                        if isinstance(node.ctx, ast.Store)}:
+        return True
+    imported = [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    imported += [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    return any(module.split(".")[0] in SESSION_MODULES or module.startswith("horovod.spark") for module in imported)
 
 
 class NotebookSpark:
@@ -211,9 +219,10 @@ class NotebookSpark:
         source = info.raw_cell or ""
         if source.lstrip().startswith(("%%trainrun", f"{SUBJECT}")):
             return
-        wanted = names_used(self.shell.transform_cell(source))
-        if not wanted or all(self.shell.user_ns.get(name) is not None and not self._ours(name) for name in wanted):
-            return  # the cell defines them, or the user made their own
+        if not uses_spark(self.shell.transform_cell(source)):
+            return
+        if not all(self._ours(name) for name in SESSION_NAMES):
+            return  # the user made their own
         if self.session is None or not running():
             try:
                 self.bind(start())

@@ -39,13 +39,14 @@ def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):
 
 def test_final_image_gets_only_torch_compiles_toolchain(cpu):
     dockerfile = render_dockerfile(cpu)
-    runtime_os = dockerfile.split("# --- builder:")[0]
-    assert "apt-get install -y --no-install-recommends gcc g++ libc6-dev libpython3-dev \\\n" in runtime_os
-    for builder_only in ("cmake", "make ", "libopenmpi-dev", "nvcc"):
-        assert builder_only not in runtime_os
+    runtime_os, rest = dockerfile.split("# --- builder:")
+    assert "apt-get install" in runtime_os and "gcc" not in runtime_os  # the builder never rebuilds for the toolchain
     image = final_stage(dockerfile)
-    assert "apt-get install" not in image
-    assert "COPY --from=builder /opt/venv /opt/venv" in image
+    installs = [line for line in image.splitlines() if "apt-get install" in line]
+    assert installs == [" && apt-get install -y --no-install-recommends gcc g++ libc6-dev libpython3-dev \\"]
+    for excluded in ("lto1", "lib*san.so*", "libpython3*.a"):
+        assert excluded in image
+    assert image.index("apt-get install") < image.index("COPY --from=builder /opt/venv /opt/venv")
 
 
 def test_torch_headers_stay_and_tensorflows_go(cpu):

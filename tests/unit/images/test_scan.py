@@ -69,7 +69,7 @@ def test_no_database_reachable_is_not_scanned():
 def test_pypi_answering_404_for_every_release_is_not_scanned():
     result = scan_sbom(SBOM, fetch=Databases(pypi={}))
     assert result.answered_by == {}
-    assert "https://pypi.org/pypi/NAME/VERSION/json: HTTP 404 for all 10 releases" in result.report()
+    assert "https://pypi.org/pypi/NAME/VERSION/json: HTTP 404 for all 15 releases" in result.report()
     assert "no known vulnerabilities" not in result.report().lower()
 
 
@@ -101,7 +101,8 @@ def test_osv_answering_reports_what_it_found():
 
 def test_only_the_python_packages_scanned_leaves_the_debian_ones_not_scanned():
     pypi = {(name, version): [] for name, version in [
-        ("horovod", "0.28.1"), ("markdown", "3.10"), ("markupsafe", "3.0.3"), ("numpy", "2.3.5"), ("pip", "23.0.1"),
+        ("horovod", "0.28.1"), ("ipykernel", "7.4.0"), ("ipywidgets", "8.1.9"), ("jupyterlab", "4.6.6"),
+        ("nbclient", "0.11.0"), ("nbconvert", "7.17.2"), ("markdown", "3.10"), ("markupsafe", "3.0.3"), ("numpy", "2.3.5"), ("pip", "23.0.1"),
         ("pyspark", "4.3.0"), ("tensorflow-cpu", "2.21.0"), ("tf-keras", "2.21.0"), ("zope-interface", "8.0.1")]}
     pypi[("torch", "2.13.0")] = [{"id": "PYSEC-2026-1"}, {"id": "PYSEC-2025-9", "withdrawn": "2025-12-01"}]
     result = scan_sbom(SBOM, fetch=Databases(pypi=pypi))
@@ -110,10 +111,10 @@ def test_only_the_python_packages_scanned_leaves_the_debian_ones_not_scanned():
     assert result.vulnerable == {Package("PyPI", "torch", "2.13.0+cpu", ("torch 2.13.0+cpu",)): ["PYSEC-2026-1"]}
     report = result.report()
     debian = len(result.not_scanned)
-    assert f"scanned: 10 of {10 + debian} packages (PyPI JSON API: 10)" in report
-    assert (f"not scanned: {debian} of {10 + debian} packages (Debian:12: {debian}); no vulnerability database "
+    assert f"scanned: 15 of {15 + debian} packages (PyPI JSON API: 15)" in report
+    assert (f"not scanned: {debian} of {15 + debian} packages (Debian:12: {debian}); no vulnerability database "
             "answered for them (tried https://api.osv.dev/v1/querybatch: no answer (") in report
-    assert "no known vulnerabilities in the other 9 scanned packages" in report
+    assert "no known vulnerabilities in the other 14 scanned packages" in report
 
 
 def invoke_scan(*args: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,18 @@
+"""What ranks print reaches the notebook cell that started them, however the cell started them."""
+import json
+
+import pytest
+
+pytestmark = pytest.mark.timeout(900)
+
+WAYS = ["trainrun.run", "HorovodRunner", "TorchDistributor", "MirroredStrategyRunner", "mpirun", "trainrun spark"]
+
+
+def test_every_ranks_output_reaches_the_cell_that_ran_it(in_image, image_flavor) -> None:
+    if "tensorflow" not in image_flavor.components:
+        pytest.skip("MirroredStrategyRunner needs TensorFlow")
+    output = in_image.run(["python", "/units/notebook_output.py"], timeout=800, env={"OMP_NUM_THREADS": "1"})
+    cells = json.loads(output.strip().splitlines()[-1])
+    for way, shown in zip(WAYS, cells):
+        for rank in (0, 1):
+            assert f"marker {way} rank {rank}" in shown, f"{way}: rank {rank}'s line is not in its cell:\n{shown[-3000:]}"
