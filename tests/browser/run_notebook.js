@@ -25,7 +25,7 @@ async function answerDialogs(page) {
 }
 
 async function declineNews(page, timeout) {
-  const news = page.locator('.jp-toast-container').getByRole('button', { name: 'No', exact: true });
+  const news = page.locator('.Toastify__toast').getByRole('button', { name: 'No', exact: true });
   await news.waitFor({ timeout }).then(() => news.click(), () => {});
 }
 
