@@ -35,6 +35,20 @@ def build_template(name: str, data: Any, earlier: Iterable[Problem] = ()) -> Poo
     return template
 
 
+
+def template_data(template: PoolTemplate) -> dict[str, Any]:
+    """The plain YAML data that `build_template` reads back as `template` (a file named after the template keeps
+    its name); unset fields are left out."""
+
+    def without_unset(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {key: without_unset(item) for key, item in value.items() if item is not None}
+        return value
+
+    data = without_unset(dataclasses.asdict(template))
+    del data["name"]
+    return data
+
 def describe(hint: Any) -> str:
     """What a value of this type looks like, for the 'valid:' part of a problem."""
     hint, optional = unwrap_optional(hint)

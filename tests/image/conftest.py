@@ -10,6 +10,7 @@ import docker.errors
 import pytest
 
 from trainstack.docker_client import run_container
+from trainstack.identity import JUPYTER_PORT
 from trainstack.image.matrix import Flavor, load_matrix
 
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
@@ -92,3 +93,24 @@ def image_flavor(image) -> Flavor:
 @pytest.fixture(scope="session")
 def in_image(docker_client, image) -> ImageRunner:
     return ImageRunner(docker_client, IMAGE)
+
+
+@pytest.fixture(scope="module")
+def start_lab(docker_client, image):
+    """Starts containers of the image (`lab` by default), the port published on 127.0.0.1 at a free host port;
+    removes them at the end of the module."""
+    started = []
+
+    def start(command: tuple[str, ...] = ("lab",), port: int = JUPYTER_PORT, **kwargs):
+        container = docker_client.containers.run(
+            image.id, list(command), detach=True, ports={f"{port}/tcp": ("127.0.0.1", None)},
+            labels={"io.trainstack.test": "lab"}, **kwargs)
+        started.append(container)
+        return container
+
+    yield start
+    for container in started:
+        try:
+            container.remove(force=True, v=True)
+        except docker.errors.NotFound:  # a test removed it
+            pass

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import pytest
 
 from trainstack.identity import EXAMPLES_DIR
-from trainstack.workflows import checkpoint_writers
+from trainstack.image.workflows import checkpoint_writers
 
 pytestmark = pytest.mark.timeout(1200)
 

@@ -1,5 +1,6 @@
-"""A real pool of the image (1 master + 2 workers): trainrun spark, horovod.spark and TorchDistributor
-jobs across the workers, a client without the pool's secret, a killed worker, pool.down.
+"""A real pool of the image (1 master + 2 workers + a notebook): trainrun spark, horovod.spark and TorchDistributor
+jobs across the workers, a notebook run in the pool's JupyterLab container, a client without the pool's secret, a
+killed worker, pool.down.
 
 Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
 in file order: the worker kill damages the pool, so it comes last but for `down`.
@@ -15,7 +16,9 @@ import time
 import uuid
 from pathlib import Path
 
+import nbformat
 import pytest
+import requests
 
 from trainstack import localpool as pool
 from trainstack.docker_client import run_container
@@ -57,7 +60,7 @@ def running_pool(docker_client, image):
     name = f"tspool-{uuid.uuid4().hex[:6]}"
     try:
         yield pool.up(workers=2, image=image.id, name=name, master_port=free_port(), ui_port=free_port(),
-                      share=str(UNITS_DIR), client=docker_client)
+                      share=str(UNITS_DIR), notebook_port=free_port(), client=docker_client)
     finally:
         pool.down(name, client=docker_client)
 
@@ -134,6 +137,48 @@ def test_torch_distributor_trains_on_the_pool(docker_client, running_pool):
     assert result["ranks"] == 2, output[-4000:]
     assert result["losses"][-1] < result["losses"][0] / 2, result
     assert result["accuracy"] >= 0.9, result
+
+
+# nbclient, as `jupyter execute` would, in the notebook container: the executed notebook on stdout.
+EXECUTE_NOTEBOOK = """
+import sys, nbclient, nbformat
+notebook = nbformat.read(sys.argv[1], as_version=4)
+nbclient.NotebookClient(notebook, timeout={timeout}, kernel_name="python3").execute()
+nbformat.write(notebook, sys.stdout)
+"""
+
+
+def cell_text(cell: dict) -> str:
+    return "".join(output.get("text", "") + "".join(output.get("traceback", [])) + output.get("evalue", "")
+                   for output in cell["outputs"])
+
+
+def test_notebook_serves_on_loopback_with_a_token(docker_client, running_pool):
+    url = running_pool["notebook_url"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+/lab\?token=[0-9a-f]{48}", url), url
+    api = url.split("/lab?")[0] + "/api/status"
+    assert requests.get(api).status_code == 403
+    assert requests.get(api, headers={"Authorization": f"token {url.split('token=')[1]}"}).status_code == 200
+    notebook = docker_client.containers.get(running_pool["notebook"]["name"])
+    assert [binding["HostIp"] for binding in notebook.ports["8888/tcp"]] == ["127.0.0.1"]
+    assert f"notebook: {url}" in pool.status(running_pool["pool"])
+
+
+def test_notebook_runs_spark_on_the_pools_executors(docker_client, running_pool):
+    notebook = docker_client.containers.get(running_pool["notebook"]["name"])
+    code, (out, err) = notebook.exec_run(["timeout", str(JOB_TIMEOUT + 60), "python", "-c",
+                                          EXECUTE_NOTEBOOK.format(timeout=JOB_TIMEOUT), "/job/pool_notebook.ipynb"],
+                                         demux=True)
+    assert code == 0, (out or b"")[-2000:].decode() + (err or b"")[-4000:].decode()
+    cells = [cell for cell in nbformat.reads(out.decode(), as_version=4).cells if cell.cell_type == "code"]
+    too_large, configure, session, job = (cell_text(cell) for cell in cells)
+    assert "numExecutors = 3: the pool 'local-pool' has 2" in too_large, too_large
+    assert "Spark session configured" in configure, configure
+    master = running_pool["master_url"]["network"]
+    assert f"master: {master} expected: {master}" in session, session
+    assert "shuffle partitions: 7" in session, session
+    workers = " ".join(f"{running_pool['pool']}-worker-{n}" for n in (1, 2))
+    assert f"executor hosts: {workers} driver: {running_pool['notebook']['name']}" in job, job
 
 
 # An app on the pool network that runs `id` on an executor: what an unauthorised client would try.

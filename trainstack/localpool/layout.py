@@ -10,22 +10,27 @@ from typing import Any
 
 from pooltemplates import PoolTemplate, Problem, TemplateError
 from pooltemplates.loading import DISCOVERY_SCRIPT
+from pooltemplates.structure import template_data
 from pooltemplates.units import scale_size
-from trainstack.identity import POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR, flavor_image
+from trainrun.notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
+from trainstack.identity import JUPYTER_PORT, POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR, flavor_image
 
 from .security import SPARK_CONF_DIR
 
 MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 GPU_MODES = ("placeholder", "nvidia")
+NOTEBOOK_PORT = JUPYTER_PORT
+# Where the notebook container reads the pool's template (POOL_TEMPLATE_ENV of the trainrun.notebook extension).
+POOL_TEMPLATE_DIR = "/etc/trainstack/pool-template"
 
 
 def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
                 pool_name: str = "trainstack-pool", master_port: int = MASTER_PORT,
-                ui_port: int = MASTER_UI_PORT) -> dict[str, Any]:
+                ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None) -> dict[str, Any]:
     """The containers, network and URLs of a pool for `template`, as data. The master's ports are published
     on 127.0.0.1 at master_port and ui_port. `gpus`: 'placeholder' advertises fake GPU addresses; 'nvidia'
-    hands real GPUs over."""
+    hands real GPUs over. With `notebook_port`, a JupyterLab container is the pool's driver, published there."""
     if gpus not in GPU_MODES:
         raise TemplateError(f"local pool for {template.name!r}", [Problem(
             "gpus", gpus, "is not a GPU mode", "one of " + ", ".join(GPU_MODES))])
@@ -51,6 +56,8 @@ def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "p
         },
         "workers": [_worker(template, pool_name, index, network_master_url, gpus)
                     for index in range(template.nodes)],
+        "notebook": None if notebook_port is None else _notebook(template, pool_name, network_master_url,
+                                                                 notebook_port),
         "master_url": {"host": f"spark://127.0.0.1:{master_port}", "network": network_master_url},
         "ui_url": f"http://127.0.0.1:{ui_port}",
         "spark_conf": template.spark_conf(),
@@ -59,6 +66,25 @@ def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "p
 
 def _published(port: int, host_port: int) -> dict[str, Any]:
     return {"container": port, "host": host_port, "host_ip": "127.0.0.1"}
+
+
+def _notebook(template: PoolTemplate, pool_name: str, master_url: str, port: int) -> dict[str, Any]:
+    """JupyterLab (the image's `lab` role) whose kernels drive the pool: the extension reads the master and the
+    template from the environment; the runner writes `template_file` and mounts it at its target."""
+    name = f"{pool_name}-notebook"
+    template_path = f"{POOL_TEMPLATE_DIR}/{template.name}.yaml"  # its file name is the template's name
+    return {
+        "name": name,
+        # Executors reach the driver at its host name, the container's name on the pool network.
+        "hostname": name,
+        "command": ["lab"],
+        "environment": {"SPARK_CONF_DIR": SPARK_CONF_DIR, POOL_MASTER_ENV: master_url,
+                        POOL_TEMPLATE_ENV: template_path},
+        "mounts": [],
+        "ports": [_published(JUPYTER_PORT, port)],
+        "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "notebook"},
+        "template_file": {"target": template_path, "data": template_data(template)},
+    }
 
 
 def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,

@@ -29,6 +29,7 @@ class RunningPool:
     ui_url: str
     master_url: str  # from the host, through the published port
     network_master_url: str  # from containers on the pool network
+    notebook: Container | None  # JupyterLab driving the pool (`up --notebook`)
 
     def worker_names_by_ip(self) -> dict[str, str]:
         """Worker containers by their address on the pool network. A stopped container has none any
@@ -100,6 +101,8 @@ def find_pool(client: docker.DockerClient, name: str) -> RunningPool:
         ui_url=f"http://127.0.0.1:{_host_port(master, MASTER_UI_PORT)}",
         master_url=f"spark://127.0.0.1:{_host_port(master, MASTER_PORT)}",
         network_master_url=f"spark://{master.attrs['Config']['Hostname']}:{MASTER_PORT}",
+        notebook=next((container for container in containers
+                       if container.labels.get(POOL_ROLE_LABEL) == "notebook"), None),
     )
 
 

@@ -19,8 +19,9 @@ _OPTIONS = {"template": "--template", "nodes": "--workers", "executor.instances"
 
 def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None = None,
               gpus: str = "placeholder", name: str = DEFAULT_POOL, master_port: int = MASTER_PORT,
-              ui_port: int = MASTER_UI_PORT) -> dict[str, Any]:
-    """The pool layout of a template for these options; raises PoolError or TemplateError on bad input."""
+              ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None) -> dict[str, Any]:
+    """The pool layout of a template for these options (with a notebook when `notebook_port` is given); raises
+    PoolError or TemplateError on bad input."""
     if workers < 1:
         raise PoolError.bad_option("--workers", workers, "must be at least 1", "a whole number >= 1")
     if gpus not in GPU_MODES:
@@ -28,15 +29,20 @@ def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None 
     if not _DOCKER_NAME.fullmatch(name):
         raise PoolError.bad_option("--name", name, "is not a docker name",
                                    "letters, digits, '_', '.' and '-', starting with a letter or digit")
-    for option, port in (("--master-port", master_port), ("--ui-port", ui_port)):
+    ports = {"--master-port": master_port, "--ui-port": ui_port}
+    if notebook_port is not None:
+        ports["--notebook-port"] = notebook_port
+    for option, port in ports.items():
         if not 1 <= port <= 65535:
             raise PoolError.bad_option(option, port, "is not a TCP port", "1 to 65535")
-    if master_port == ui_port:
-        raise PoolError.bad_option("--ui-port", ui_port, "is the same port as --master-port",
-                                   "a port other than --master-port")
+    for index, (option, port) in enumerate(ports.items()):
+        earlier = [other for other, taken in list(ports.items())[:index] if taken == port]
+        if earlier:
+            raise PoolError.bad_option(option, port, f"is the same port as {earlier[0]}",
+                                       f"a port other than {earlier[0]}")
     try:
         loaded = load_template(template, {"nodes": str(workers), "executor.instances": str(workers)})
     except TemplateError as err:
         raise TemplateError(err.subject, [dataclasses.replace(problem, field=_OPTIONS.get(problem.field, problem.field))
                                           for problem in err.problems]) from None
-    return pool_layout(loaded, image, gpus, name, master_port, ui_port)
+    return pool_layout(loaded, image, gpus, name, master_port, ui_port, notebook_port)

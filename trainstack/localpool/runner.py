@@ -19,6 +19,7 @@ from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
 from .lookup import current_worker_addresses, find_pool, pool_containers, pool_networks, record_worker_addresses
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
+from .notebook import notebook_line, start_notebook
 from .plan import DEFAULT_POOL, pool_plan
 from .security import remove_pool_conf, write_pool_conf
 from .specs import container_kwargs, network_kwargs
@@ -28,13 +29,15 @@ LOG_LINES_ON_FAILURE = 8
 
 def up(template: str = "local-pool", workers: int = 2, image: str | None = None, gpus: str = "placeholder",
        name: str = DEFAULT_POOL, master_port: int = MASTER_PORT, ui_port: int = MASTER_UI_PORT,
-       share: str | None = None, timeout: float = 180.0,
+       share: str | None = None, timeout: float = 180.0, notebook_port: int | None = None,
        client: docker.DockerClient | None = None, progress: Callable[[str], None] = report) -> dict[str, Any]:
-    """Start the pool and wait until every worker is ALIVE with its GPUs; returns the plan.
+    """Start the pool and wait until every worker is ALIVE with its GPUs; with `notebook_port`, then a JupyterLab
+    container that drives the pool, published there, until it serves. Returns the plan, with the notebook's URL
+    (token included) as `notebook_url`.
 
     On any failure (or Ctrl-C) removes everything it created before raising. `progress` gets a line per step.
     """
-    plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port)
+    plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port, notebook_port)
     share_dir = share_directory(share, PoolError.bad_option)
     client = client or connect()
     require_built_image(client, plan["image"], PoolError.bad_option)
@@ -43,6 +46,8 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
                                    f"another name, or `invoke pool.down --name {name}` first")
     _check_port_free("--master-port", master_port)
     _check_port_free("--ui-port", ui_port)
+    if notebook_port is not None:
+        _check_port_free("--notebook-port", notebook_port)
     spark_conf = write_pool_conf(name)
     try:
         client.networks.create(**network_kwargs(plan))
@@ -53,6 +58,8 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
         _wait_until_ready(client, plan, timeout, progress)
         workers = [client.containers.get(spec["name"]) for spec in plan["workers"]]
         record_worker_addresses(spark_conf, current_worker_addresses(workers, plan["network"]["name"]))
+        if plan["notebook"] is not None:
+            plan = {**plan, "notebook_url": start_notebook(client, plan, share_dir, spark_conf, timeout, progress)}
     except docker.errors.APIError as err:
         _remove(client, name)
         remove_pool_conf(spark_conf)
@@ -79,6 +86,8 @@ def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) 
         "",
         status_table(state, pool.worker_names_by_ip()),
     ]
+    if pool.notebook is not None:
+        lines.insert(3, notebook_line(pool.notebook))
     stopped = [f"{worker.name} ({worker.status})" for worker in pool.workers if worker.status != "running"]
     if stopped:
         lines.append("containers not running: " + ", ".join(stopped))

@@ -52,6 +52,15 @@ def container_kwargs(plan: dict[str, Any], spec: dict[str, Any], share: Path | N
     return kwargs
 
 
+def notebook_kwargs(plan: dict[str, Any], share: Path | None, spark_conf: Path, template_file: Path) -> dict[str, Any]:
+    """Arguments for `containers.create` of the plan's notebook: a driver that keeps running, with the pool's conf
+    and `template_file` (the host file of the plan's template_file) read-only at its target."""
+    spec = plan["notebook"]
+    kwargs = container_kwargs(plan, spec, share, spark_conf=spark_conf)
+    kwargs["volumes"][str(template_file)] = {"bind": spec["template_file"]["target"], "mode": "ro"}
+    return kwargs
+
+
 def driver_kwargs(pool_name: str, image: str, network: str, command: list[str], container_name: str,
                   share: Path | None, spark_conf: Path | None = None) -> dict[str, Any]:
     """A job's driver: a container of the pool's image on the pool network, removed when `pool.down` runs;

@@ -10,7 +10,7 @@ from invoke.exceptions import Exit
 from trainstack import localpool as pool
 from trainstack.console import reports_errors
 from trainstack.errors import whole_number
-from trainstack.localpool.layout import MASTER_PORT, MASTER_UI_PORT
+from trainstack.localpool.layout import MASTER_PORT, MASTER_UI_PORT, NOTEBOOK_PORT
 
 NAME_HELP = f"pool name, the prefix of its containers and network (default {pool.DEFAULT_POOL})"
 
@@ -24,15 +24,19 @@ NAME_HELP = f"pool name, the prefix of its containers and network (default {pool
     "master-port": f"host port on 127.0.0.1 for the master (default {MASTER_PORT})",
     "ui-port": f"host port on 127.0.0.1 for the master web UI (default {MASTER_UI_PORT})",
     "share": "a directory mounted read-only at /job in every container, e.g. your training scripts",
-    "timeout": "seconds to wait for every worker to register (default 180)",
+    "timeout": "seconds to wait for every worker to register, and for the notebook to serve (default 180)",
+    "notebook": "also run JupyterLab as the pool's driver (its kernels' `spark` uses the pool); prints its URL",
+    "notebook-port": f"host port on 127.0.0.1 for the notebook (default {NOTEBOOK_PORT})",
 })
 @reports_errors
 def up(c, template="local-pool", workers="2", image=None, gpus="placeholder", name=pool.DEFAULT_POOL,
-       master_port=str(MASTER_PORT), ui_port=str(MASTER_UI_PORT), share=None, timeout="180"):
+       master_port=str(MASTER_PORT), ui_port=str(MASTER_UI_PORT), share=None, timeout="180", notebook=False,
+       notebook_port=str(NOTEBOOK_PORT)):
     """Start a Spark standalone master and workers in containers; wait until all are ALIVE with their GPUs."""
     pool.up(template, whole_number("--workers", workers, minimum=0), image, gpus, name,
             whole_number("--master-port", master_port), whole_number("--ui-port", ui_port), share,
-            whole_number("--timeout", timeout))
+            whole_number("--timeout", timeout),
+            whole_number("--notebook-port", notebook_port) if notebook else None)
     print(pool.status(name))
 
 

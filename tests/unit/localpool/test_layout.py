@@ -3,6 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
+import yaml
 
 from pooltemplates import TemplateError, load_template, packaged_templates
 from trainstack.localpool.layout import pool_layout
@@ -51,3 +52,16 @@ def test_local_pool_placeholder_gpus_differ_between_workers() -> None:
     addresses = [worker["environment"]["TRAINSTACK_GPU_ADDRESSES"] for worker in plan["workers"]]
     assert addresses == ["0", "1", "2"]
     assert [worker["gpu_amount"] for worker in plan["workers"]] == [1, 1, 1]
+
+
+def test_notebook_reads_the_pools_effective_template_back(tmp_path) -> None:
+    template = load_template("local-pool", {"nodes": "3", "executor.instances": "3"})
+    notebook = pool_layout(template, notebook_port=8890)["notebook"]
+    path = tmp_path / Path(notebook["template_file"]["target"]).name
+    path.write_text(yaml.safe_dump(notebook["template_file"]["data"]))
+    assert notebook["environment"]["TRAINSTACK_POOL_TEMPLATE"] == notebook["template_file"]["target"]
+    assert load_template(str(path)) == template
+
+
+def test_no_notebook_unless_asked() -> None:
+    assert pool_layout(load_template("local-pool"))["notebook"] is None

@@ -14,6 +14,9 @@ def test_collection_offers_up_status_submit_down() -> None:
     ({"template": "tiny-pool"}, "  - --template = 'tiny-pool': is neither a packaged template"),
     ({"gpus": "amd"}, "error: --gpus = 'amd': is not a GPU mode"),
     ({"share": "/no/such/dir"}, "error: --share = '/no/such/dir': is not a directory"),
+    ({"notebook": True, "notebook_port": "8080"}, "error: --notebook-port = 8080: is the same port as --ui-port"),
+    ({"notebook": True, "notebook_port": "70000"}, "error: --notebook-port = 70000: is not a TCP port"),
+    ({"notebook": True, "notebook_port": "x"}, "error: --notebook-port = 'x': is not a whole number"),
 ])
 def test_up_exits_2_naming_the_bad_option(options: dict, message: str, capsys) -> None:
     with pytest.raises(SystemExit) as caught:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainstack.localpool import pool_plan
-from trainstack.localpool.specs import container_kwargs, driver_kwargs, network_kwargs
+from trainstack.localpool.specs import container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {
@@ -63,3 +63,24 @@ def test_every_container_and_driver_reads_the_pools_conf_from_a_read_only_mount(
     for kwargs in (*containers, driver):
         assert kwargs["environment"]["SPARK_CONF_DIR"] == "/etc/trainstack/pool"
         assert kwargs["volumes"][str(SPARK_CONF)] == {"bind": "/etc/trainstack/pool/spark-defaults.conf", "mode": "ro"}
+
+
+def test_notebook_container_matches_golden(golden) -> None:
+    plan = pool_plan(workers=2, notebook_port=8890)
+    kwargs = notebook_kwargs(plan, Path("/home/me/job"), SPARK_CONF, SPARK_CONF.parent / "local-pool.yaml")
+    golden("docker-notebook.json", json.dumps(kwargs, indent=2) + "\n")
+
+
+def test_notebook_is_published_on_loopback_with_the_pools_conf_and_template_read_only() -> None:
+    plan = pool_plan(workers=3, notebook_port=8890)
+    kwargs = notebook_kwargs(plan, None, SPARK_CONF, Path("/tmp/trainstack-pool-x/local-pool.yaml"))
+    assert kwargs["command"] == ["lab"]
+    assert kwargs["ports"] == {"8888/tcp": ("127.0.0.1", 8890)}
+    assert kwargs["network"] == "trainstack-pool" and kwargs["hostname"] == "trainstack-pool-notebook"
+    assert kwargs["environment"] == {"SPARK_CONF_DIR": "/etc/trainstack/pool",
+                                     "TRAINSTACK_POOL_MASTER": "spark://trainstack-pool-master:7077",
+                                     "TRAINSTACK_POOL_TEMPLATE": "/etc/trainstack/pool-template/local-pool.yaml"}
+    assert kwargs["volumes"] == {
+        str(SPARK_CONF): {"bind": "/etc/trainstack/pool/spark-defaults.conf", "mode": "ro"},
+        "/tmp/trainstack-pool-x/local-pool.yaml": {"bind": "/etc/trainstack/pool-template/local-pool.yaml",
+                                                   "mode": "ro"}}

@@ -1,8 +1,13 @@
-"""The Synapse large template's settings come out exactly as Synapse documents them."""
+"""The Synapse large template's settings come out exactly as Synapse documents them; a template written back as
+YAML loads as itself."""
 import json
 import shlex
 
-from pooltemplates import load_template, render
+import pytest
+import yaml
+
+from pooltemplates import load_template, packaged_templates, render
+from pooltemplates.structure import template_data
 
 SYNAPSE_GPU_LARGE = {
     "driverMemory": "30g",
@@ -43,3 +48,11 @@ def test_spark_defaults_parse_back_to_the_spark_conf() -> None:
     lines = render(template, "spark-defaults").splitlines()
     parsed = dict(line.split(None, 1) for line in lines if not line.startswith("#"))
     assert parsed == template.spark_conf()
+
+
+@pytest.mark.parametrize("name", packaged_templates())
+def test_template_data_as_yaml_loads_back_as_the_same_template(name: str, tmp_path) -> None:
+    template = load_template(name, {"executor.env.MESSAGE": "it's a 'test'"})
+    path = tmp_path / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(template_data(template)))
+    assert load_template(str(path)) == template

@@ -1,0 +1,83 @@
+// Opens JupyterLab in Debian's chromium (headless, through playwright-core; no browser is downloaded) as a user
+// would: first without the token, then with it, opens a notebook, runs all its cells, waits for the output of
+// the cell whose source starts with `cellStart` to match `expect`, and saves a screenshot.
+// Usage: node run_notebook.js BASE_URL TOKEN NOTEBOOK_PATH CELL_START EXPECT_REGEX SCREENSHOT.png
+// Prints one JSON line: {"login": {...}, "cell": {"source", "output"}, "page": text of the notebook}.
+'use strict';
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { chromium } = require('playwright-core');
+
+const [base, token, notebook, cellStart, expect, screenshot] = process.argv.slice(2);
+const TIMEOUT_MS = Number(process.env.BROWSER_TIMEOUT_MS || 300000);
+
+// The notebook's kernel has started and runs nothing (the toolbar's execution indicator, kept hidden).
+async function idle(page) {
+  await page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').waitFor({ state: 'attached' });
+}
+
+// JupyterLab may ask which kernel to start (the notebook's own is preselected), and whether to fetch its news.
+async function answerDialogs(page) {
+  const select = page.locator('.jp-Dialog').getByRole('button', { name: 'Select', exact: true });
+  await select.waitFor({ timeout: 15000 }).then(() => select.click(), () => {});
+  await declineNews(page, 2000);
+}
+
+async function declineNews(page, timeout) {
+  const news = page.locator('.Toastify__toast').getByRole('button', { name: 'No', exact: true });
+  await news.waitFor({ timeout }).then(() => news.click(), () => {});
+}
+
+async function main() {
+  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'trainstack-chromium-'));
+  const context = await chromium.launchPersistentContext(profile, {
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+           '--disable-component-update'],
+    viewport: { width: 1280, height: 900 },
+  });
+  const page = context.pages()[0] || await context.newPage();
+  try {
+    page.setDefaultTimeout(TIMEOUT_MS);
+
+    await page.goto(`${base}/lab/tree/${notebook}`);
+    const login = { url: page.url(), password_field: await page.locator('input[name="password"]').count() };
+
+    await page.goto(`${base}/lab/tree/${notebook}?token=${token}`);
+    await page.locator('.jp-Notebook .jp-Cell').first().waitFor();
+    await answerDialogs(page);
+    await idle(page);
+    await page.getByRole('menuitem', { name: 'Run', exact: true }).click();
+    await page.getByRole('menuitem', { name: /^Run All Cells/ }).click();
+
+    const cell = page.locator('.jp-Notebook .jp-CodeCell').filter({
+      has: page.locator('.jp-InputArea-editor', { hasText: cellStart }),
+    }).first();
+    await cell.locator('.jp-OutputArea-output', { hasText: new RegExp(expect) }).first().waitFor();
+    await idle(page);
+    await declineNews(page, 1000);
+    await cell.scrollIntoViewIfNeeded();
+    await page.screenshot({ path: screenshot });
+    console.log(JSON.stringify({
+      login,
+      cell: {
+        source: await cell.locator('.jp-InputArea-editor').innerText(),
+        output: await cell.locator('.jp-OutputArea').innerText(),
+      },
+      page: await page.locator('.jp-Notebook').innerText(),
+    }));
+  } catch (err) {
+    await page.screenshot({ path: screenshot.replace(/\.png$/, '-failed.png') }).catch(() => {});
+    throw err;
+  } finally {
+    await context.close();
+    fs.rmSync(profile, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  console.error(err.stack || String(err));
+  process.exit(1);
+});

@@ -1,0 +1,68 @@
+"""JupyterLab of the image in a real browser: Debian's chromium, headless, driven by playwright-core
+(tests/browser/run_notebook.js; `./dev setup` installs both). Without the token the server shows its login page;
+with it, a notebook's cells run and the `%%trainrun` cell shows every rank's tagged output in the page. The
+screenshot is left in tests/browser/results/."""
+from __future__ import annotations
+
+import io
+import json
+import re
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
+from trainstack.lab import lab_url
+
+BROWSER_DIR = Path(__file__).parents[1] / "browser"
+NOTEBOOK = BROWSER_DIR / "trainrun_ranks.ipynb"
+RESULTS_DIR = BROWSER_DIR / "results"
+CHROMIUM = "/usr/bin/chromium"
+
+
+def copy_into(container, source: Path, directory: str) -> None:
+    """Puts `source` into the container's `directory`, owned by the image's user (who saves it from the page)."""
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w") as tar:
+        info = tar.gettarinfo(str(source), arcname=source.name)
+        info.uid = info.gid = IMAGE_USER_UID
+        info.mode = 0o644
+        with source.open("rb") as data:
+            tar.addfile(info, data)
+    assert container.put_archive(directory, archive.getvalue())
+
+
+@pytest.fixture(scope="module")
+def browser_tools() -> str:
+    node = shutil.which("node")
+    if node is None or not Path(CHROMIUM).exists() or not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
+        pytest.fail("chromium, node or playwright-core is missing: run `./dev setup` (it installs chromium and "
+                    "`npm ci` in tests/browser)")
+    return node
+
+
+def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):
+    container = start_lab()
+    url = lab_url(container, timeout=180)
+    copy_into(container, NOTEBOOK, NOTEBOOK_DIR)
+    RESULTS_DIR.mkdir(exist_ok=True)
+    screenshot = RESULTS_DIR / "lab-trainrun.png"
+    base, token = url.split("/lab?token=")
+    finished = subprocess.run(
+        [browser_tools, str(BROWSER_DIR / "run_notebook.js"), base, token, f"work/{NOTEBOOK.name}",
+         "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:hello from rank 1", str(screenshot)],
+        capture_output=True, text=True, timeout=420, cwd=BROWSER_DIR)
+    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
+    page = json.loads(finished.stdout.strip().splitlines()[-1])
+    print(f"screenshot: {screenshot}")
+
+    # Without the token: the login page, no notebook.
+    assert "/login?next=" in page["login"]["url"] and page["login"]["password_field"] >= 1, page["login"]
+    output = page["cell"]["output"]
+    for rank in (0, 1):
+        assert re.search(rf"\[1,{rank}\]<stdout>:hello from rank {rank} of 2 on \S+", output), output
+    assert "42" in output.splitlines()[-1], output  # rank 0's last expression, the cell's Out[]
+    assert screenshot.stat().st_size > 10_000
