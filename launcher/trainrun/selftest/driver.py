@@ -1,0 +1,142 @@
+"""`trainrun selftest`: checks and measures what this machine (or the hosts of -H) has, through trainrun's own
+planners and runner: a probe job (one rank per host: the GPUs nvidia-smi, torch and TensorFlow see, one
+torch.compile step), then an allreduce sweep per installed collective (torch.distributed, Horovod with torch
+and with TensorFlow) over NCCL on the GPUs, or Gloo and MPI on CPU. Ranks report through their output
+(trainrun.selftest.worker); trainrun.selftest.report judges it."""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import os
+import signal
+import sys
+from typing import Any
+
+from ..doctor import Check
+from ..errors import JobFailed
+from ..job import MpiJob, TorchJob
+from ..plan import Plan
+from ..program import Program
+from ..remote import SshOptions
+from ..validate import HostSlots, parse_hostfile, parse_hosts
+from . import CPU_RANKS
+from .report import SUITES, Report, Sweep, compile_checks, device_checks, nccl_hints, records, sweep_from_records
+from .sizes import CPU_DEFAULT, GPU_DEFAULT, parse_sizes
+
+WORKER = "trainrun.selftest.worker"
+OUTPUT_TAIL_LINES = 15
+
+
+class Interrupted(Exception):
+    def __init__(self, failed: JobFailed) -> None:
+        super().__init__(str(failed))
+        self.exit_code = failed.exit_code
+
+
+def _interrupted(failed: JobFailed) -> bool:
+    """trainrun itself got SIGINT or SIGTERM (not a rank's own signal death): the selftest stops too."""
+    return failed.rank is None and failed.signal is None and failed.exit_code - 128 in (signal.SIGINT,
+                                                                                         signal.SIGTERM)
+
+
+class Selftest:
+    def __init__(self, hosts: tuple[HostSlots, ...], hosts_option: str, ssh: SshOptions, timeout: float) -> None:
+        self.hosts = hosts
+        self.hosts_option = hosts_option
+        self.ssh = ssh
+        self.timeout = timeout
+
+    def plan(self, args: tuple[str, ...], ranks: int, one_per_host: bool = False) -> Plan:
+        """The worker on `ranks` ranks: mpirun across -H hosts; here torchrun where torch is, else mpirun (or
+        Horovod's Gloo controller)."""
+        from ..backends import plan_job
+        from ..machine import detect_machine
+
+        program = Program("module", WORKER, args)
+        if self.hosts:
+            hosts = tuple(HostSlots(host.name, 1) for host in self.hosts) if one_per_host else self.hosts
+            return plan_job(MpiJob(ranks, program, hosts, ssh=self.ssh, hosts_option=self.hosts_option),
+                            detect_machine("mpi"))
+        if args[:2] in (("probe",), ("allreduce", "torch")):
+            machine = detect_machine("torch")
+            if machine.has_torch:
+                return plan_job(TorchJob(ranks, program), machine)
+        machine = detect_machine("mpi")
+        return plan_job(MpiJob(ranks, program, gloo=machine.mpi_flavor is None), machine)
+
+    def run_job(self, label: str, plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
+        """Runs the plan with its output captured; the records its ranks printed, and why the job failed."""
+        from ..runner import run_plan
+
+        print(f"selftest: {label} ({plan.ranks} rank{'s' if plan.ranks != 1 else ''} of {plan.backend})",
+              file=sys.stderr, flush=True)
+        out, err = io.StringIO(), io.StringIO()
+        failed = None
+        # The runner relays the job's output through sys.stdout and sys.stderr when they are not its descriptors.
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                run_plan(plan, timeout=self.timeout)
+            except JobFailed as job_failed:
+                failed = job_failed
+        if failed is None:
+            return records(out.getvalue()), None
+        if _interrupted(failed):
+            raise Interrupted(failed)
+        tail = (err.getvalue() + out.getvalue()).splitlines()[-OUTPUT_TAIL_LINES:]
+        print(f"selftest: {label} failed: {failed}; its last output:\n" + "\n".join(f"  {line}" for line in tail),
+              file=sys.stderr, flush=True)
+        return records(out.getvalue()), str(failed)
+
+    def run(self, sizes: tuple[int, ...] | None) -> Report:
+        report = Report()
+        found, error = self.run_job("probe: GPUs, frameworks, torch.compile", self.plan(
+            ("probe",), len(self.hosts) or 1, one_per_host=True))
+        probes = [record for record in found if record.get("kind") == "probe"]
+        if error:
+            report.checks.append(Check("probe", "fail", error))
+        report.hosts = probes
+        report.checks += device_checks(probes, len(self.hosts) or 1)
+        report.compiles = [record for record in found if record.get("kind") == "compile"]
+        report.checks += compile_checks(found)
+        report.gpu = bool(probes) and all(probe["gpus"]["nvidia-smi"] > 0 for probe in probes)
+        report.sizes = sizes or parse_sizes("--sizes", GPU_DEFAULT if report.gpu else CPU_DEFAULT)
+        ranks = sum(host.slots for host in self.hosts) if self.hosts else (
+            probes[0]["gpus"]["nvidia-smi"] if report.gpu else CPU_RANKS)
+        device = "cuda" if report.gpu else "cpu"
+        for suite, module in SUITES.items():
+            transport = "nccl" if report.gpu else "gloo" if suite == "torch" else "mpi"
+            if not probes or not all(module in probe["frameworks"] for probe in probes):
+                missing = [probe["host"] for probe in probes if module not in probe["frameworks"]]
+                report.sweeps.append(Sweep(suite, ranks, transport, skipped=f"{module} is not installed or does "
+                                           "not import" + (f" on {', '.join(missing)}" if missing else "")))
+                continue
+            sizes_arg = ",".join(str(size) for size in report.sizes)
+            found, error = self.run_job(f"allreduce through {module}", self.plan(
+                ("allreduce", suite, device, sizes_arg), ranks))
+            report.sweeps.append(sweep_from_records(suite, ranks, report.sizes, found, transport, error))
+        if report.gpu and any(sweep.check().status == "fail" for sweep in report.sweeps):
+            from ..doctor import collect_facts, run_checks
+
+            report.hints = nccl_hints(run_checks(collect_facts(os.environ)))
+        return report
+
+
+def main(args: argparse.Namespace) -> int:
+    """Exit code 0 when every check passed, 1 naming what failed; 130/143 when interrupted (nothing is left
+    running: the runner ends each job); bad options raise UsageError (exit 2)."""
+    sizes = parse_sizes("--sizes", args.sizes) if args.sizes is not None else None
+    hosts = (parse_hosts("-H", args.hosts) if args.hosts else
+             parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
+    selftest = Selftest(hosts, "--hostfile" if args.hostfile else "-H",
+                        SshOptions(args.ssh_port, args.ssh_identity_file), args.timeout)
+    try:
+        report = selftest.run(sizes)
+    except Interrupted as stopped:
+        print(f"trainrun: selftest stopped: {stopped}", file=sys.stderr)
+        return stopped.exit_code
+    except KeyboardInterrupt:
+        print("trainrun: selftest stopped: received SIGINT", file=sys.stderr)
+        return 128 + signal.SIGINT
+    sys.stdout.write(report.to_json() if args.json else report.to_text())
+    return 0 if report.ok else 1
