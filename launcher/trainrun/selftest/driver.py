@@ -11,11 +11,13 @@ import io
 import os
 import signal
 import sys
-from typing import Any
+from typing import Any, Callable
 
+from ..backends import plan_job
 from ..doctor import Check
 from ..errors import JobFailed
 from ..job import MpiJob, TorchJob
+from ..machine import Machine, detect_machine
 from ..plan import Plan
 from ..program import Program
 from ..remote import SshOptions
@@ -41,28 +43,27 @@ def _interrupted(failed: JobFailed) -> bool:
 
 
 class Selftest:
-    def __init__(self, hosts: tuple[HostSlots, ...], hosts_option: str, ssh: SshOptions, timeout: float) -> None:
+    def __init__(self, hosts: tuple[HostSlots, ...], hosts_option: str, ssh: SshOptions, timeout: float,
+                 detect: Callable[[str], Machine] = detect_machine) -> None:
         self.hosts = hosts
         self.hosts_option = hosts_option
         self.ssh = ssh
         self.timeout = timeout
+        self.detect = detect  # injectable: unit tests plan for a fixed machine
 
     def plan(self, args: tuple[str, ...], ranks: int, one_per_host: bool = False) -> Plan:
         """The worker on `ranks` ranks: mpirun across -H hosts; here torchrun where torch is, else mpirun (or
         Horovod's Gloo controller)."""
-        from ..backends import plan_job
-        from ..machine import detect_machine
-
         program = Program("module", WORKER, args)
         if self.hosts:
             hosts = tuple(HostSlots(host.name, 1) for host in self.hosts) if one_per_host else self.hosts
             return plan_job(MpiJob(ranks, program, hosts, ssh=self.ssh, hosts_option=self.hosts_option),
-                            detect_machine("mpi"))
+                            self.detect("mpi"))
         if args[:2] in (("probe",), ("allreduce", "torch")):
-            machine = detect_machine("torch")
+            machine = self.detect("torch")
             if machine.has_torch:
                 return plan_job(TorchJob(ranks, program), machine)
-        machine = detect_machine("mpi")
+        machine = self.detect("mpi")
         return plan_job(MpiJob(ranks, program, gloo=machine.mpi_flavor is None), machine)
 
     def run_job(self, label: str, plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
