@@ -17,8 +17,8 @@ _RECORD = re.compile(re.escape(MARKER) + r"(\{.*\})\s*$")
 NCCL_CHECKS = ("nccl-p2p", "nccl-socket", "/dev/shm")
 # The allreduce suites, by the module a rank imports for each, and how the table names them.
 SUITES = {"torch": "torch", "horovod-torch": "horovod.torch", "horovod-tensorflow": "horovod.tensorflow"}
-SUITE_TITLES = {"torch": "torch.distributed", "horovod-torch": "Horovod (torch)",
-                "horovod-tensorflow": "Horovod (TensorFlow)"}
+SUITE_TITLES = {"torch": "torch.distributed", "horovod-torch": "horovod.torch",
+                "horovod-tensorflow": "horovod.tensorflow"}
 
 
 def records(output: str) -> list[dict[str, Any]]:
