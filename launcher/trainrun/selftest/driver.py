@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import os
 import signal
 import sys
-from typing import Any, Callable
+import tempfile
+from typing import Any, BinaryIO, Callable, Iterator
 
 from ..backends import plan_job
 from ..doctor import Check
@@ -23,7 +23,7 @@ from ..program import Program
 from ..remote import SshOptions
 from ..validate import HostSlots, parse_hostfile, parse_hosts
 from . import CPU_RANKS
-from .report import SUITES, Report, Sweep, compile_checks, device_checks, nccl_hints, records, sweep_from_records
+from .report import SUITE_TITLES, SUITES, Report, Sweep, compile_checks, device_checks, nccl_hints, records, sweep_from_records
 from .sizes import CPU_DEFAULT, GPU_DEFAULT, parse_sizes
 
 WORKER = "trainrun.selftest.worker"
@@ -40,6 +40,29 @@ def _interrupted(failed: JobFailed) -> bool:
     """trainrun itself got SIGINT or SIGTERM (not a rank's own signal death): the selftest stops too."""
     return failed.rank is None and failed.signal is None and failed.exit_code - 128 in (signal.SIGINT,
                                                                                          signal.SIGTERM)
+
+
+@contextlib.contextmanager
+def captured_output() -> Iterator[BinaryIO]:
+    """The job's stdout and stderr into a temporary file: descriptors 1 and 2, which the launcher inherits, point
+    to it, and so do sys.stdout and sys.stderr (the runner then has nothing to relay). When the runner returns,
+    the launcher and every process of the job have ended, so the file holds all they wrote; output relayed by a
+    thread would have a bound on its drain instead."""
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = os.dup(1), os.dup(2)
+    with tempfile.TemporaryFile() as capture:
+        os.dup2(capture.fileno(), 1)
+        os.dup2(capture.fileno(), 2)
+        try:
+            with open(1, "w", closefd=False) as out, open(2, "w", closefd=False) as err, \
+                    contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                yield capture
+        finally:
+            os.dup2(saved[0], 1)
+            os.dup2(saved[1], 2)
+            for fd in saved:
+                os.close(fd)
 
 
 class Selftest:
@@ -72,22 +95,22 @@ class Selftest:
 
         print(f"selftest: {label} ({plan.ranks} rank{'s' if plan.ranks != 1 else ''} of {plan.backend})",
               file=sys.stderr, flush=True)
-        out, err = io.StringIO(), io.StringIO()
         failed = None
-        # The runner relays the job's output through sys.stdout and sys.stderr when they are not its descriptors.
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with captured_output() as capture:
             try:
                 run_plan(plan, timeout=self.timeout)
             except JobFailed as job_failed:
                 failed = job_failed
+            capture.seek(0)
+            output = capture.read().decode(errors="replace")
         if failed is None:
-            return records(out.getvalue()), None
+            return records(output), None
         if _interrupted(failed):
             raise Interrupted(failed)
-        tail = (err.getvalue() + out.getvalue()).splitlines()[-OUTPUT_TAIL_LINES:]
+        tail = output.splitlines()[-OUTPUT_TAIL_LINES:]
         print(f"selftest: {label} failed: {failed}; its last output:\n" + "\n".join(f"  {line}" for line in tail),
               file=sys.stderr, flush=True)
-        return records(out.getvalue()), str(failed)
+        return records(output), str(failed)
 
     def run(self, sizes: tuple[int, ...] | None) -> Report:
         report = Report()
@@ -113,7 +136,7 @@ class Selftest:
                                            "not import" + (f" on {', '.join(missing)}" if missing else "")))
                 continue
             sizes_arg = ",".join(str(size) for size in report.sizes)
-            found, error = self.run_job(f"allreduce through {module}", self.plan(
+            found, error = self.run_job(f"allreduce through {SUITE_TITLES[suite]}", self.plan(
                 ("allreduce", suite, device, sizes_arg), ranks))
             report.sweeps.append(sweep_from_records(suite, ranks, report.sizes, found, transport, error))
         if report.gpu and any(sweep.check().status == "fail" for sweep in report.sweeps):
