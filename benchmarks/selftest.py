@@ -39,6 +39,7 @@ def main() -> int:
     if args.launcher:
         create["volumes"] = {str(args.launcher.resolve()): {"bind": "/src/launcher", "mode": "ro"}}
         create["environment"] = {"PYTHONPATH": "/src/launcher"}
+    load_at_start = round(os.getloadavg()[0], 2)
     started = datetime.now(timezone.utc)
     code, output = docker_client.run_container(client, create, timeout=1800)
     seconds = (datetime.now(timezone.utc) - started).total_seconds()
@@ -52,6 +53,8 @@ def main() -> int:
         "launcher": f"mounted from {args.launcher}" if args.launcher else "the image's",
         "measured_at": started.isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        # Other work on the machine slows the sweeps: the load around the run says how much there was.
+        "load_average_1m": {"start": load_at_start, "end": round(os.getloadavg()[0], 2)},
         "command": ["trainrun", "selftest", "--json", *sizes.split()],
         "exit_code": code,
         "seconds": round(seconds, 1),

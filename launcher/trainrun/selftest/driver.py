@@ -14,16 +14,27 @@ import tempfile
 from typing import Any, BinaryIO, Callable, Iterator
 
 from ..backends import plan_job
-from ..doctor import Check
+from ..doctor import Check, collect_facts, run_checks
 from ..errors import JobFailed
 from ..job import MpiJob, TorchJob
 from ..machine import Machine, detect_machine
 from ..plan import Plan
 from ..program import Program
 from ..remote import SshOptions
+from ..runner import run_plan
 from ..validate import HostSlots, parse_hostfile, parse_hosts
 from . import CPU_RANKS
-from .report import SUITE_TITLES, SUITES, Report, Sweep, compile_checks, device_checks, nccl_hints, records, sweep_from_records
+from .report import (
+    SUITE_TITLES,
+    SUITES,
+    Report,
+    Sweep,
+    compile_checks,
+    device_checks,
+    nccl_hints,
+    records,
+    sweep_from_records,
+)
 from .sizes import CPU_DEFAULT, GPU_DEFAULT, parse_sizes
 
 WORKER = "trainrun.selftest.worker"
@@ -91,8 +102,6 @@ class Selftest:
 
     def run_job(self, label: str, plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
         """Runs the plan with its output captured; the records its ranks printed, and why the job failed."""
-        from ..runner import run_plan
-
         print(f"selftest: {label} ({plan.ranks} rank{'s' if plan.ranks != 1 else ''} of {plan.backend})",
               file=sys.stderr, flush=True)
         failed = None
@@ -140,8 +149,6 @@ class Selftest:
                 ("allreduce", suite, device, sizes_arg), ranks))
             report.sweeps.append(sweep_from_records(suite, ranks, report.sizes, found, transport, error))
         if report.gpu and any(sweep.check().status == "fail" for sweep in report.sweeps):
-            from ..doctor import collect_facts, run_checks
-
             report.hints = nccl_hints(run_checks(collect_facts(os.environ)))
         return report
 
