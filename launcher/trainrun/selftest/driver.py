@@ -18,7 +18,7 @@ from ..doctor import Check, collect_facts, run_checks
 from ..errors import JobFailed
 from ..job import MpiJob, TorchJob
 from ..machine import Machine, detect_machine
-from ..plan import Plan
+from ..plan import Plan, RunOptions
 from ..program import Program
 from ..remote import SshOptions
 from ..runner import run_plan
@@ -89,16 +89,19 @@ class Selftest:
         """The worker on `ranks` ranks: mpirun across -H hosts; here torchrun where torch is, else mpirun (or
         Horovod's Gloo controller)."""
         program = Program("module", WORKER, args)
+        run = RunOptions(timeout=self.timeout)
         if self.hosts:
             hosts = tuple(HostSlots(host.name, 1) for host in self.hosts) if one_per_host else self.hosts
-            return plan_job(MpiJob(ranks, program, hosts, ssh=self.ssh, hosts_option=self.hosts_option),
+            return plan_job(MpiJob(num_processes=ranks, program=program, hosts=hosts, ssh=self.ssh,
+                                   hosts_option=self.hosts_option, run=run),
                             self.detect("mpi"))
         if args[:2] in (("probe",), ("allreduce", "torch")):
             machine = self.detect("torch")
             if machine.has_torch:
-                return plan_job(TorchJob(ranks, program), machine)
+                return plan_job(TorchJob(nproc_per_node=ranks, program=program, run=run), machine)
         machine = self.detect("mpi")
-        return plan_job(MpiJob(ranks, program, gloo=machine.mpi_flavor is None), machine)
+        return plan_job(MpiJob(num_processes=ranks, program=program, gloo=machine.mpi_flavor is None, run=run),
+                        machine)
 
     def run_job(self, label: str, plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
         """Runs the plan with its output captured; the records its ranks printed, and why the job failed."""
@@ -107,7 +110,7 @@ class Selftest:
         failed = None
         with captured_output() as capture:
             try:
-                run_plan(plan, timeout=self.timeout)
+                run_plan(plan)
             except JobFailed as job_failed:
                 failed = job_failed
             capture.seek(0)

@@ -28,14 +28,14 @@ def parse_sizes(option: str, text: str) -> tuple[int, ...]:
     """The sweep's sizes in bytes, ascending and without repeats."""
     parts = text.split(":")
     if len(parts) > 2:
-        raise UsageError(option, text, VALID)
+        raise UsageError(option, text, valid=VALID)
     sizes = [parse_size(part) for part in (parts if len(parts) == 2 else text.split(","))]
     if any(size is None or size % ELEMENT_BYTES or not ELEMENT_BYTES <= size <= MAX_BYTES for size in sizes):
-        raise UsageError(option, text, VALID)
+        raise UsageError(option, text, valid=VALID)
     if len(parts) == 2:
         low, high = sizes
         if low > high:
-            raise UsageError(option, text, VALID, rule="starts above its end")
+            raise UsageError(option, text, "starts above its end", valid=VALID)
         sizes = []
         while low <= high:
             sizes.append(low)

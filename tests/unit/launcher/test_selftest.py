@@ -146,7 +146,7 @@ def _selftest(hosts: str | None = None) -> Selftest:
 def test_here_the_probe_and_the_torch_sweep_run_under_torchrun_and_horovod_under_mpirun() -> None:
     selftest = _selftest()
     probe = selftest.plan(("probe",), 1, one_per_host=True)
-    assert probe.backend == "torch" and probe.ranks == 1
+    assert probe.backend == "torch" and probe.ranks == 1 and probe.run.timeout == 60.0  # --timeout, per job
     assert probe.argv[probe.argv.index("trainrun.rank") + 1:] == ["-m", "trainrun.selftest.worker", "probe"]
     sweep = selftest.plan(("allreduce", "torch", "cpu", "8,16"), 2)
     assert sweep.backend == "torch" and sweep.ranks == 2 and "--nproc-per-node" in sweep.argv
