@@ -109,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "Every rank sees RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
         epilog=EXAMPLES)
     parser.add_argument("--version", action="version", version=f"trainrun {__version__}")
-    sub = parser.add_subparsers(dest="backend", required=True, metavar="{mpi,torch,spark,doctor}")
+    sub = parser.add_subparsers(dest="backend", required=True, metavar="{mpi,torch,spark,doctor,selftest}")
 
     mpi = sub.add_parser("mpi", usage="trainrun mpi -np N [-H host:slots,... | --hostfile FILE] [-x VAR[=VALUE]] "
                          "[--ssh-port PORT] [--ssh-identity-file KEY] [--gloo] PROGRAM ...",
@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="preflight checks before training",
                             description="Checks versions, GPU driver, NCCL hints and /dev/shm; exits 1 on a blocker.")
     doctor.add_argument("--json", action="store_true", help="the facts and checks as JSON")
+    from .selftest import add_parser as add_selftest_parser  # trainrun/selftest/: the selftest's own options
+
+    add_selftest_parser(sub)
     return parser
 
 
@@ -241,6 +244,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .doctor import main as doctor_main
 
             return doctor_main(build_parser().parse_args(argv).json)
+        if argv[:1] == ["selftest"]:
+            from .selftest.driver import main as selftest_main
+
+            return selftest_main(build_parser().parse_args(argv))
         plan, args = plan_from_argv(argv)
         for warning in unknown_variables(os.environ):
             print(f"trainrun: warning: {warning}", file=sys.stderr)
