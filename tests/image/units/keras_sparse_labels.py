@@ -49,7 +49,7 @@ def estimator(store: LocalStore, loss, label_shapes=None, label="label") -> hvd_
         backend=SparkBackend(num_proc=2, use_gloo=True), store=store, model=classifier(),
         optimizer=tf.keras.optimizers.Adam(learning_rate=0.01), loss=loss, metrics=["accuracy"],
         feature_cols=["features"], label_cols=[label], label_shapes=label_shapes, validation=0.1,
-        batch_size=64, epochs=4, random_seed=1, partitions_per_process=2, verbose=0)
+        batch_size=64, epochs=3, random_seed=1, partitions_per_process=2, verbose=0)
 
 
 def refusal(store: LocalStore, frame, loss, label_shapes=None, label="label") -> str:
