@@ -12,7 +12,7 @@ SUMMARY = "keras-sparse-labels "
 def sparse_labels_run(request, in_image, image_flavor) -> dict:
     if "tensorflow" not in image_flavor.components:
         pytest.skip(f"{image_flavor.name} has no TensorFlow")
-    output = in_image.run(["python", "/units/keras_sparse_labels.py"], timeout=900,
+    output = in_image.run(["python", "/units/keras_sparse_labels.py"], timeout=1200,
                           env={"TF_USE_LEGACY_KERAS": "1" if request.param == "2" else "0"})
     lines = [line for line in output.splitlines() if line.startswith(SUMMARY)]
     assert lines, output[-3000:]
