@@ -53,8 +53,8 @@ def estimator(store: LocalStore, loss, label_shapes=None, label="label") -> hvd_
 
 
 def refusal(store: LocalStore, frame, loss, label_shapes=None, label="label") -> str:
-    """The refusal's line naming the column: the driver's ValueError, or the error of a rank's input pipeline
-    as Horovod's Spark backend reports it (a vector column's length is known only there)."""
+    """The refusal's line naming the column (the driver's ValueError), or the start of the error that reports
+    a rank's failure (a vector column's length is known only in the ranks, which print the message)."""
     try:
         estimator(store, loss, label_shapes, label).fit(frame)
     except Exception as error:
