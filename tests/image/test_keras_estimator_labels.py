@@ -18,7 +18,7 @@ def sparse_labels_run(request, in_image, image_flavor) -> dict:
     assert lines, output[-3000:]
     result = json.loads(lines[-1][len(SUMMARY):])
     assert result["keras"].split(".")[0] == request.param, result
-    return result
+    return {**result, "output": output}
 
 
 def test_sparse_loss_classifier_with_scalar_labels_learns(sparse_labels_run):
@@ -43,3 +43,10 @@ def test_label_shapes_that_change_the_rows_are_refused(sparse_labels_run):
     assert message.startswith("label column 'label': reshaping batches of shape [-1] to [-1, 2]"), message
     assert "from label_shapes=[[-1, 2]]" in message, message
 
+
+def test_a_vector_label_whose_reshape_changes_the_rows_is_refused_in_the_input_pipeline(sparse_labels_run):
+    """Read back from Parquet, a vector column's length is unknown on the driver; the ranks refuse the reshape
+    (their error reaches the driver only as Horovod's "processes exited with non-zero status")."""
+    assert sparse_labels_run["vector_label_refused"] != "not refused"
+    assert "label column 'label_vec': reshaping its batches to [-1]" in sparse_labels_run["output"], \
+        sparse_labels_run["output"][-3000:]

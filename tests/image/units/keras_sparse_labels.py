@@ -44,19 +44,22 @@ def classifier() -> tf.keras.Model:
     ])
 
 
-def estimator(store: LocalStore, loss, label_shapes=None) -> hvd_spark.KerasEstimator:
+def estimator(store: LocalStore, loss, label_shapes=None, label="label") -> hvd_spark.KerasEstimator:
     return hvd_spark.KerasEstimator(
         backend=SparkBackend(num_proc=2, use_gloo=True), store=store, model=classifier(),
         optimizer=tf.keras.optimizers.Adam(learning_rate=0.01), loss=loss, metrics=["accuracy"],
-        feature_cols=["features"], label_cols=["label"], label_shapes=label_shapes, validation=0.1,
+        feature_cols=["features"], label_cols=[label], label_shapes=label_shapes, validation=0.1,
         batch_size=64, epochs=3, random_seed=1, partitions_per_process=2, verbose=0)
 
 
-def refusal(store: LocalStore, frame, loss, label_shapes=None) -> str:
+def refusal(store: LocalStore, frame, loss, label_shapes=None, label="label") -> str:
+    """The refusal's line naming the column (the driver's ValueError), or the start of the error that reports
+    a rank's failure (a vector column's length is known only in the ranks, which print the message)."""
     try:
-        estimator(store, loss, label_shapes).fit(frame)
-    except ValueError as error:
-        return str(error)
+        estimator(store, loss, label_shapes, label).fit(frame)
+    except Exception as error:
+        lines = [line.strip() for line in str(error).splitlines() if f"label column '{label}'" in line]
+        return lines[0] if lines else f"{type(error).__name__}: {str(error)[-500:]}"
     return "not refused"
 
 
@@ -67,8 +70,8 @@ def main() -> None:
 
     spark = SparkSession.builder.master("local[2]").appName("keras-sparse-labels").getOrCreate()
     # A double label, as Spark ML's StringIndexer gives it.
-    frame = spark.createDataFrame([(Vectors.dense(point), float(label)) for point, label in zip(points, labels)],
-                                  ["features", "label"])
+    frame = spark.createDataFrame([(Vectors.dense(point), float(label), Vectors.dense(np.eye(2)[label]))
+                                   for point, label in zip(points, labels)], ["features", "label", "label_vec"])
     store = LocalStore("/tmp/keras-sparse-labels-store")
 
     tf.keras.utils.set_random_seed(1)
@@ -82,6 +85,10 @@ def main() -> None:
         "accuracy": float((predicted == held_out_labels).mean()),
         "dense_loss_refused": refusal(store, frame, "categorical_crossentropy"),
         "label_shapes_refused": refusal(store, frame, "sparse_categorical_crossentropy", [[-1, 2]]),
+        # One-hot vectors under a sparse loss: [-1] would make 2 rows of each. A DataFrame of its own, as
+        # Horovod caches the prepared data by DataFrame, not by label column.
+        "vector_label_refused": refusal(store, frame.select("features", "label_vec"),
+                                        "sparse_categorical_crossentropy", label="label_vec"),
     }), flush=True)
     spark.stop()
 
