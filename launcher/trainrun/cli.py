@@ -31,6 +31,7 @@ EXAMPLES = """examples:
   trainrun spark --num-processes 2 --template local-pool train.py   # a Spark barrier stage
   trainrun mpi -np 2 --dry-run --json python train.py     # the plan, nothing started
   trainrun doctor                                         # preflight checks
+  trainrun selftest                                       # GPUs, allreduce sweeps and torch.compile, measured
 """
 
 
