@@ -26,7 +26,8 @@ async function answerDialogs(page) {
 
 async function declineNews(page, timeout) {
   const news = page.locator('.Toastify__toast').getByRole('button', { name: 'No', exact: true });
-  await news.waitFor({ timeout }).then(() => news.click(), () => {});
+  // The toast can slide away while it is clicked; a prompt that is gone needs no answer.
+  await news.waitFor({ timeout }).then(() => news.click({ timeout: 5000 }).catch(() => {}), () => {});
 }
 
 async function main() {

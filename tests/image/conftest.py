@@ -9,6 +9,7 @@ import docker
 import docker.errors
 import pytest
 
+from fault_harness import GLOO_EXIT_ABORT
 from trainstack.docker_client import run_container
 from trainstack.identity import JUPYTER_PORT
 from trainstack.image.matrix import Flavor, load_matrix
@@ -19,13 +20,6 @@ UNITS_DIR = Path(__file__).parent / "units"
 RANKS_DIR = Path(__file__).parents[1] / "support" / "ranks"
 
 
-# PyTorch's Gloo backend now and then aborts a rank as the process exits, after the job has done its work:
-# DDP keeps the process group, with its Gloo threads and sockets, alive past destroy_process_group
-# (upstream; measured: the group keeps 10 of DDP's 11 references after `del model`, and its threads run
-# on), and a peer closing its sockets during that exit ends in std::terminate. Seen in about 1 of 60 DDP
-# jobs under load, never in 114 runs on demand. A run that fails with this message runs once more, with a
-# warning in the report; any other failure fails at once.
-GLOO_EXIT_ABORT = "terminate called without an active exception"
 
 
 class ImageRunner:

@@ -14,11 +14,14 @@ import socket
 import threading
 import time
 import uuid
+import warnings
 from pathlib import Path
 
 import nbformat
 import pytest
 import requests
+
+from fault_harness import GLOO_EXIT_ABORT
 
 from trainstack import localpool as pool
 from trainstack.docker_client import run_container
@@ -129,9 +132,12 @@ def test_horovod_spark_run_across_both_workers(docker_client, running_pool):
 
 
 def test_torch_distributor_trains_on_the_pool(docker_client, running_pool):
-    code, output = submit(docker_client, running_pool, [
-        "timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES_DIR}/torch_distributor_mnist.py",
-        "--master", running_pool["master_url"]["network"]])
+    command = ["timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES_DIR}/torch_distributor_mnist.py",
+               "--master", running_pool["master_url"]["network"]]
+    code, output = submit(docker_client, running_pool, command)
+    if code != 0 and GLOO_EXIT_ABORT in output:  # PyTorch's Gloo teardown abort (tests/image/conftest.py)
+        warnings.warn("TorchDistributor: a rank aborted in Gloo's teardown at exit; run again")
+        code, output = submit(docker_client, running_pool, command)
     assert code == 0, output[-4000:]
     result = summary(output)
     assert result["ranks"] == 2, output[-4000:]
