@@ -12,7 +12,7 @@ from typing import Any
 from IPython.core.magic import Magics, cell_magic, magics_class
 
 from ..cli import build_parser, job_from_args
-from ..errors import JobFailed, TrainrunError
+from ..errors import TrainrunError
 from .cell import CELL_FILENAME, compile_cell, run_cell
 from .errors import CellError
 
@@ -33,7 +33,7 @@ def take_push(tokens: list[str]) -> tuple[list[str], list[str]]:
             found = [name for name in value.split(",") if name]
             if not found or not all(name.isidentifier() for name in found):
                 raise CellError(f"trainrun: {PUSH_OPTION} = {value!r}: names no notebook variable "
-                                     f"(valid: NAME[,NAME...], e.g. {PUSH_OPTION} model,lr)")
+                                f"(valid: NAME[,NAME...], e.g. {PUSH_OPTION} model,lr)")
             names += found
         else:
             rest.append(token)
@@ -49,7 +49,7 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
         raise CellError(f"trainrun: %%trainrun line = {line!r}: {exc} (valid: options as a shell splits them)")
     if not tokens or tokens[0] not in CELL_BACKENDS:
         raise CellError(f"trainrun: backend = {(tokens or [''])[0]!r}: %%trainrun needs a backend first "
-                             f"(valid: one of {', '.join(CELL_BACKENDS)}, e.g. %%trainrun mpi -np 2)")
+                        f"(valid: one of {', '.join(CELL_BACKENDS)}, e.g. %%trainrun mpi -np 2)")
     program = ["--", "python", CELL_FILENAME]
     errors = io.StringIO()
     try:
@@ -60,7 +60,7 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
         raise CellError(lines[-1] if lines else f"trainrun: invalid options {line!r}") from None
     if args.command != program:
         raise CellError(f"trainrun: command = {shlex.join(args.command[:-3])!r}: the cell is the program "
-                             f"(valid: {tokens[0]}'s options only; a script runs with `!trainrun ...`)")
+                        f"(valid: {tokens[0]}'s options only; a script runs with `!trainrun ...`)")
     return args, push
 
 
@@ -84,7 +84,7 @@ class TrainrunMagics(Magics):
         missing = [name for name in push if name not in self.shell.user_ns]
         if missing:
             raise CellError(f"trainrun: {PUSH_OPTION} = {','.join(missing)!r}: not defined in this notebook "
-                                 "(valid: names of variables defined in an earlier cell)")
+                            "(valid: names of variables defined in an earlier cell)")
         pushed = {name: self.shell.user_ns[name] for name in push}
         from ..api import run_in_job
 
@@ -97,9 +97,7 @@ class TrainrunMagics(Magics):
                 sys.stdout.write(plan_job(job, detect_machine(args.backend)).to_text())
                 return None
             return run_in_job(job, args.backend, run_cell, (cell, pushed))
-        except JobFailed as exc:
-            raise CellError(f"trainrun: {exc}") from None
-        except TrainrunError as exc:
+        except TrainrunError as exc:  # a failed job (JobFailed) or bad input: one line, as the CLI prints it
             raise CellError(f"trainrun: {exc}") from None
 
     @cell_magic

@@ -196,7 +196,7 @@ class NotebookSpark:
             args = options.parse_args(shlex.split(line))
             if args.template and cell.strip():
                 raise CellError(f"{SUBJECT}: --template = {args.template!r}: a cell has either a JSON body or "
-                                     "--template (valid: one of them)")
+                                "--template (valid: one of them)")
             template = (load_template(args.template, parse_assignments(args.set)) if args.template else
                         self._template_from_body(parse_body(cell)))
             plan = plan_session(template, self.pool)
