@@ -249,7 +249,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             from .selftest.driver import main as selftest_main
 
             return selftest_main(build_parser().parse_args(argv))
-        plan, args = plan_from_argv(argv)
+        args = build_parser().parse_args(argv)
+        job = job_from_args(args)
+        plan = plan_job(job, detect_machine(args.backend))
         for warning in unknown_variables(os.environ):
             print(f"trainrun: warning: {warning}", file=sys.stderr)
         if args.json and not args.dry_run:
@@ -258,7 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             sys.stdout.write(plan.to_json() if args.json else plan.to_text())
             return 0
         if ranks_run_here(args, plan):
-            check_program_here("command", job_from_args(args).program)
+            check_program_here("command", job.program)
             crowded = oversubscription(local_ranks(plan), os.cpu_count() or 1)
             if crowded:
                 print(f"trainrun: warning: {crowded}", file=sys.stderr)
