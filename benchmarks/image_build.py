@@ -4,6 +4,11 @@
     python benchmarks/image_build.py warm-rebuild [--flavor cpu]
     python benchmarks/image_build.py cold [--flavor cpu]      # --no-cache: about 20 minutes on 2 cores
 
+A cold build also records its peak disk and memory: the most the docker data root's filesystem and the
+machine's memory in use (MemTotal - MemAvailable) grew over what they held when the build started, sampled
+every 2 seconds. Every layer of a --no-cache build is new, so the disk figure is what a machine without the
+layers needs for the build (the base image aside).
+
 Each run merges its figures into benchmarks/results/image_build.json. Build options come from
 the same TRAINSTACK_* variables as `invoke build` (./dev sets them).
 """
@@ -13,6 +18,8 @@ import argparse
 import json
 import os
 import platform
+import shutil
+import threading
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -62,27 +69,61 @@ def _largest_in_site_packages(client, image_id: str, flavor) -> dict[str, float]
     return {folder: round(size / 1e9, 3) for folder, size in largest}
 
 
-def _timed_build(flavor_name: str, no_cache: bool, touch_launcher: bool) -> float:
+def _memory_in_use() -> int:
+    fields = dict(line.split(":", 1) for line in Path("/proc/meminfo").read_text().splitlines())
+    return (int(fields["MemTotal"].split()[0]) - int(fields["MemAvailable"].split()[0])) * 1024
+
+
+class PeakGrowth:
+    """Samples disk use of the docker data root's filesystem and memory in use, from start to stop; keeps the
+    largest growth of each over its value at the start."""
+
+    def __init__(self, data_root: str, interval: float = 2.0):
+        self.data_root, self.interval = data_root, interval
+        self.disk_start, self.memory_start = shutil.disk_usage(data_root).used, _memory_in_use()
+        self.disk_peak = self.memory_peak = 0
+        self._stopped = threading.Event()
+        self._sampler = threading.Thread(target=self._sample, daemon=True)
+        self._sampler.start()
+
+    def _sample(self) -> None:
+        while not self._stopped.wait(self.interval):
+            self.disk_peak = max(self.disk_peak, shutil.disk_usage(self.data_root).used - self.disk_start)
+            self.memory_peak = max(self.memory_peak, _memory_in_use() - self.memory_start)
+
+    def stop(self) -> dict:
+        self._stopped.set()
+        self._sampler.join()
+        return {"peak_disk_growth_gb": round(self.disk_peak / 1e9, 2),
+                "peak_memory_growth_gb": round(self.memory_peak / 1e9, 2)}
+
+
+def _timed_build(flavor_name: str, no_cache: bool, touch_launcher: bool) -> tuple[float, dict]:
+    """Seconds the build took, and its PeakGrowth figures."""
     flavor = _flavor(flavor_name)
     context = write_build_context(flavor, sources_for(flavor), BUILD_DIR / f"bench-{flavor.name}")
     if touch_launcher:
         (context / "launcher" / "BENCHMARK_CHANGE").write_text(str(time.time()))
     client = docker_client.connect()
+    growth = PeakGrowth(client.info()["DockerRootDir"])
     started = time.monotonic()
     image_id = run_build(client, context, no_cache, progress=lambda line: None)
     elapsed = time.monotonic() - started
+    peaks = growth.stop()
     client.images.remove(image_id, noprune=True)
-    return elapsed
+    return elapsed, peaks
 
 
 def measure_warm_rebuild(flavor: str) -> dict:
     _timed_build(flavor, no_cache=False, touch_launcher=False)  # make sure every layer is cached
-    seconds = _timed_build(flavor, no_cache=False, touch_launcher=True)
+    seconds, _ = _timed_build(flavor, no_cache=False, touch_launcher=True)
     return {"seconds": round(seconds, 1), "target_s": WARM_REBUILD_TARGET_S, "meets_target": seconds <= WARM_REBUILD_TARGET_S}
 
 
 def measure_cold_build(flavor: str) -> dict:
-    return {"seconds": round(_timed_build(flavor, no_cache=True, touch_launcher=False), 1), "cores": os.cpu_count()}
+    seconds, peaks = _timed_build(flavor, no_cache=True, touch_launcher=False)
+    return {"seconds": round(seconds, 1), "cores": os.cpu_count(), **peaks,
+            "memory_total_gb": round(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 1e9, 1)}
 
 
 def record(flavor: str, kind: str, figures: dict) -> None:

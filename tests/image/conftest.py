@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import os
-import warnings
 from pathlib import Path
 
 import docker
 import docker.errors
 import pytest
 
-from fault_harness import GLOO_EXIT_ABORT
+from fault_harness import once_more_after_gloo_abort
 from trainstack.docker_client import run_container
 from trainstack.identity import JUPYTER_PORT
 from trainstack.image.matrix import Flavor, load_matrix
@@ -31,10 +30,8 @@ class ImageRunner:
             volumes: dict | None = None, user: str | None = None, options: dict | None = None) -> str:
         """Runs `command` with the test units at /units and the rank scripts at /ranks; asserts the exit code;
         returns the output. `options` are further arguments of containers.create (e.g. read_only, tmpfs)."""
-        status, output = self.run_status(command, timeout, env, volumes, user, options)
-        if status != expect and GLOO_EXIT_ABORT in output:
-            warnings.warn(f"{command}: a rank aborted in Gloo's teardown at exit; run again")
-            status, output = self.run_status(command, timeout, env, volumes, user, options)
+        status, output = once_more_after_gloo_abort(
+            lambda: self.run_status(command, timeout, env, volumes, user, options), str(command), expect)
         assert status == expect, f"exit {status}, expected {expect}; output:\n{output[-4000:]}"
         return output
 

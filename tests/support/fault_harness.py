@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 import uuid
+import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,17 @@ MARK = "TRAINSTACK_TEST_MARK"
 # jobs under load, never in 114 runs on demand. A run that fails with this message runs once more, with a
 # warning in the report; any other failure fails at once.
 GLOO_EXIT_ABORT = "terminate called without an active exception"
+
+
+def once_more_after_gloo_abort(run: Callable[[], tuple[int, str]], what: str,
+                               expect: int = 0) -> tuple[int, str]:
+    """Calls `run` for an exit code and output; when the code is not `expect` and the output shows the Gloo
+    teardown abort, warns and calls it once more."""
+    code, output = run()
+    if code != expect and GLOO_EXIT_ABORT in output:
+        warnings.warn(f"{what}: a rank aborted in Gloo's teardown at exit; run again")
+        code, output = run()
+    return code, output
 
 
 def trainrun_env(report_dir: Path, **extra: str) -> dict[str, str]:
