@@ -1,8 +1,9 @@
 // Opens JupyterLab in Debian's chromium (headless, through playwright-core; no browser is downloaded) as a user
 // would: first without the token, then with it, opens a notebook, runs all its cells, waits for the output of
-// the cell whose source starts with `cellStart` to match `expect`, and saves a screenshot.
+// the cell whose source starts with `cellStart` to match `expect` and for the kernel to finish, saves the
+// notebook and takes a screenshot.
 // Usage: node run_notebook.js BASE_URL TOKEN NOTEBOOK_PATH CELL_START EXPECT_REGEX SCREENSHOT.png
-// Prints one JSON line: {"login": {...}, "cell": {"source", "output"}, "page": text of the notebook}.
+// Prints one JSON line: {"login": {...}, "cell": {"source", "output"}}.
 'use strict';
 const fs = require('fs');
 const os = require('os');
@@ -59,6 +60,9 @@ async function main() {
     await cell.locator('.jp-OutputArea-output', { hasText: new RegExp(expect) }).first().waitFor();
     await idle(page);
     await declineNews(page, 1000);
+    // Saved, the notebook's outputs can be read from the server (JupyterLab renders only the cells in view).
+    await page.keyboard.press('Control+s');
+    await page.locator('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached' });
     await cell.scrollIntoViewIfNeeded();
     await page.screenshot({ path: screenshot });
     console.log(JSON.stringify({
@@ -67,7 +71,6 @@ async function main() {
         source: await cell.locator('.jp-InputArea-editor').innerText(),
         output: await cell.locator('.jp-OutputArea').innerText(),
       },
-      page: await page.locator('.jp-Notebook').innerText(),
     }));
   } catch (err) {
     await page.screenshot({ path: screenshot.replace(/\.png$/, '-failed.png') }).catch(() => {});

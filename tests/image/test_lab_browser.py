@@ -1,24 +1,27 @@
 """JupyterLab of the image in a real browser: Debian's chromium, headless, driven by playwright-core
 (tests/browser/run_notebook.js; `./dev setup` installs both). Without the token the server shows its login page;
-with it, a notebook's cells run and the `%%trainrun` cell shows every rank's tagged output in the page. The
-screenshot is left in tests/browser/results/."""
+with it, the Synapse seed notebook runs all its cells: its `%%trainrun` cell shows every rank's tagged output in
+the page, and its TorchEstimator trains. The screenshot is left in tests/browser/results/."""
 from __future__ import annotations
 
 import io
 import json
-import re
+import os
 import shutil
 import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
+import requests
+
+from notebook_checks import check_trainings
 
 from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
 from trainstack.lab import lab_url
 
 BROWSER_DIR = Path(__file__).parents[1] / "browser"
-NOTEBOOK = BROWSER_DIR / "trainrun_ranks.ipynb"
+NOTEBOOK = Path(__file__).parents[2] / "examples" / "notebooks" / "synapse_torch_estimator.ipynb"
 RESULTS_DIR = BROWSER_DIR / "results"
 CHROMIUM = "/usr/bin/chromium"
 
@@ -45,7 +48,7 @@ def browser_tools() -> str:
 
 
 def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):
-    container = start_lab()
+    container = start_lab(shm_size="1g")  # Horovod's and Spark's shared memory
     url = lab_url(container, timeout=180)
     copy_into(container, NOTEBOOK, NOTEBOOK_DIR)
     RESULTS_DIR.mkdir(exist_ok=True)
@@ -53,8 +56,9 @@ def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(brow
     base, token = url.split("/lab?token=")
     finished = subprocess.run(
         [browser_tools, str(BROWSER_DIR / "run_notebook.js"), base, token, f"work/{NOTEBOOK.name}",
-         "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:hello from rank 1", str(screenshot)],
-        capture_output=True, text=True, timeout=420, cwd=BROWSER_DIR)
+         "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:rank 1 of 2: allreduce sum 3", str(screenshot)],
+        capture_output=True, text=True, timeout=900, cwd=BROWSER_DIR,
+        env={**os.environ, "BROWSER_TIMEOUT_MS": "600000"})
     assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
     page = json.loads(finished.stdout.strip().splitlines()[-1])
     print(f"screenshot: {screenshot}")
@@ -63,6 +67,9 @@ def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(brow
     assert "/login?next=" in page["login"]["url"] and page["login"]["password_field"] >= 1, page["login"]
     output = page["cell"]["output"]
     for rank in (0, 1):
-        assert re.search(rf"\[1,{rank}\]<stdout>:hello from rank {rank} of 2 on \S+", output), output
-    assert "42" in output.splitlines()[-1], output  # rank 0's last expression, the cell's Out[]
+        assert f"[1,{rank}]<stdout>:rank {rank} of 2: allreduce sum 3" in output, output
+    assert output.splitlines()[-1].strip() == "3", output  # rank 0's last expression, the cell's Out[]
+    # What the browser's run saved: the ranks' check and the TorchEstimator's training, as the headless run shows.
+    saved = requests.get(f"{base}/api/contents/work/{NOTEBOOK.name}", headers={"Authorization": f"token {token}"})
+    check_trainings("synapse_torch_estimator", saved.json()["content"])
     assert screenshot.stat().st_size > 10_000

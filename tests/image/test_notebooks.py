@@ -2,91 +2,24 @@
 the image's user; their saved outputs show the model learned on both ranks and rank 0 alone wrote the checkpoint."""
 from __future__ import annotations
 
-import json
-import re
-from dataclasses import dataclass
-
 import pytest
 
+from notebook_checks import NOTEBOOKS, check_trainings, executed_notebook
+
 from trainstack.identity import EXAMPLES_DIR
-from trainstack.image.workflows import checkpoint_writers
 
 pytestmark = pytest.mark.timeout(1200)
-
-MARKER = "EXECUTED NOTEBOOK:"  # what units/run_notebook.py prints before the executed notebook
-EPOCH_LOSS = re.compile(r"epoch (\d+) loss ([0-9.]+)")
-ACCURACY = re.compile(r"accuracy ([0-9.]+)")
-
-
-@dataclass(frozen=True)
-class Training:
-    """One training a notebook runs, and the cells (by id) whose outputs show it."""
-
-    cells: tuple[str, ...]
-    rank_output: tuple[str, ...]  # what rank 0's and rank 1's output shows in the cells, tag and all
-    writes_checkpoint: bool = True
-
-
-# horovod.spark tags its ranks' lines [N]<stdout>: and [N]<stderr>: (Keras prints its progress on rank 0 only); the
-# estimators' world-size metric, averaged over the ranks, is 2.
-ESTIMATOR_RANKS = ("[0]<std", "[1]<std", "ranks that trained: 2")
-
-NOTEBOOKS = {
-    "synapse_torch_estimator": [Training(("fit", "history", "checkpoint", "evaluate"), ESTIMATOR_RANKS)],
-    "databricks_horovod": [
-        Training(("horovod-runner",), ("[1,0]<stdout>:rank 0 of 2", "[1,1]<stdout>:rank 1 of 2")),
-        Training(("fit", "history", "evaluate"), ESTIMATOR_RANKS),
-    ],
-    "torch_distributor": [
-        Training(("run-function",), ("rank 0 of 2", "rank 1 of 2"), writes_checkpoint=False),
-        Training(("run-script",), ("rank 0 of 2", "rank 1 of 2")),
-    ],
-    "ml_platform_mpirun": [
-        Training(("mpirun",), ("[1,0]<stdout>:rank 0 of 2", "[1,1]<stdout>:rank 1 of 2")),
-        Training(("trainrun", "accuracy"), ("[1,0]<stdout>:rank 0 of 2", "[1,1]<stdout>:rank 1 of 2")),
-    ],
-}
-
-
-def shown(cell: dict) -> str:
-    """What a saved cell shows: its streams, its result and its error."""
-    parts = []
-    for output in cell.get("outputs", []):
-        if output["output_type"] == "stream":
-            parts.append("".join(output["text"]))
-        elif output["output_type"] == "error":
-            parts.append(f"{output['ename']}: {output['evalue']}\n")
-        elif "text/plain" in output.get("data", {}):
-            parts.append("".join(output["data"]["text/plain"]) + "\n")
-    return "".join(parts)
 
 
 def execute(in_image, name: str) -> dict:
     """Runs the image's copy of the notebook in a folder of the image user's own; returns the executed notebook."""
     status, output = in_image.run_status(["python", "/units/run_notebook.py", f"{EXAMPLES_DIR}/notebooks/{name}.ipynb",
                                           f"/tmp/notebooks/{name}", "900"], timeout=1100)
-    saved = [line for line in output.splitlines() if line.startswith(MARKER)]
-    assert saved, f"exit {status}, no executed notebook; output:\n{output[-4000:]}"
-    notebook = json.loads(saved[-1][len(MARKER):])
-    errors = {cell["id"]: shown(cell)[-3000:] for cell in notebook["cells"]
-              if any(o["output_type"] == "error" for o in cell.get("outputs", []))}
-    assert status == 0 and not errors, f"exit {status}; cells that failed: {errors}\n{output[-3000:]}"
-    return notebook
+    return executed_notebook(status, output)
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_notebook_trains_on_both_ranks(in_image, name):
     notebook = execute(in_image, name)
-    cells = {cell["id"]: shown(cell) for cell in notebook["cells"] if cell["cell_type"] == "code"}
-    assert all(cell.get("execution_count") for cell in notebook["cells"] if cell["cell_type"] == "code")
-    for training in NOTEBOOKS[name]:
-        text = "".join(cells[cell_id] for cell_id in training.cells)
-        losses = [float(loss) for _, loss in EPOCH_LOSS.findall(text)]
-        assert len(losses) >= 2 and losses[-1] < losses[0] / 2, f"{training.cells}: loss did not fall:\n{text[-3000:]}"
-        accuracies = [float(accuracy) for accuracy in ACCURACY.findall(text)]
-        assert accuracies and accuracies[-1] >= 0.9, f"{training.cells}: accuracy below 0.9:\n{text[-3000:]}"
-        for line in training.rank_output:
-            assert line in text, f"{training.cells}: {line!r} is not in the cells:\n{text[-3000:]}"
-        if training.writes_checkpoint:
-            assert set(checkpoint_writers(text)) == {"rank 0"}, f"{training.cells}: checkpoint writers:\n{text[-3000:]}"
+    check_trainings(name, notebook)
     print(f"{name}: {notebook['metadata']['trainstack_seconds']} s")

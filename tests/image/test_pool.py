@@ -21,6 +21,7 @@ import pytest
 import requests
 
 from fault_harness import once_more_after_gloo_abort
+from notebook_checks import check_trainings, executed_notebook, shown
 
 from trainstack import localpool as pool
 from trainstack.docker_client import run_container
@@ -54,7 +55,8 @@ def free_port() -> int:
 def pool_leftovers(docker_client, name: str) -> list[str]:
     containers = docker_client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"})
     networks = docker_client.networks.list(filters={"label": f"{POOL_LABEL}={name}"})
-    return [item.name for item in (*containers, *networks)]
+    volumes = docker_client.volumes.list(filters={"label": f"{POOL_LABEL}={name}"})
+    return [item.name for item in (*containers, *networks, *volumes)]
 
 
 @pytest.fixture(scope="module")
@@ -186,6 +188,21 @@ def test_notebook_runs_spark_on_the_pools_executors(docker_client, running_pool)
     assert f"executor hosts: {workers} driver: {running_pool['notebook']['name']}" in job, job
 
 
+def test_the_synapse_notebook_trains_on_the_pool(docker_client, running_pool):
+    # The seed notebook as the image ships it; its LocalStore is in ~/work, the pool's work volume, where the
+    # executors write the training data and the ranks the checkpoint, and the notebook reads them.
+    notebook = docker_client.containers.get(running_pool["notebook"]["name"])
+    code, output = notebook.exec_run(["timeout", "1000", "python", "/job/run_notebook.py",
+                                      f"{EXAMPLES_DIR}/notebooks/synapse_torch_estimator.ipynb",
+                                      "/tmp/notebooks/synapse", "900"])
+    executed = executed_notebook(code, output.decode(errors="replace"))
+    check_trainings("synapse_torch_estimator", executed)
+    text = "".join(shown(cell) for cell in executed["cells"] if cell["cell_type"] == "code")
+    assert f"master: {running_pool['master_url']['network']}" in text, text[-3000:]
+    assert "rank 0 wrote /home/trainer/work/horovod-store-" in text, text[-3000:]
+    print(f"synapse_torch_estimator on the pool: {executed['metadata']['trainstack_seconds']} s")
+
+
 # An app on the pool network that runs `id` on an executor: what an unauthorised client would try.
 INTRUDER_JOB = """
 from pyspark.sql import SparkSession
@@ -256,9 +273,9 @@ def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
     assert re.search(rf"{running_pool['pool']}-worker-2 +\S+ +DEAD", table), table
 
 
-def test_down_leaves_no_containers_or_networks(docker_client, running_pool):
+def test_down_leaves_no_containers_networks_or_volumes(docker_client, running_pool):
     conf = Path(docker_client.containers.get(running_pool["master"]["name"]).labels[POOL_CONF_LABEL])
     removed = pool.down(running_pool["pool"], client=docker_client)
     assert not conf.parent.exists()
-    assert running_pool["network"]["name"] in removed
+    assert running_pool["network"]["name"] in removed and running_pool["work_volume"]["name"] in removed
     assert pool_leftovers(docker_client, running_pool["pool"]) == []

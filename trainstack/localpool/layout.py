@@ -13,7 +13,8 @@ from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.structure import template_data
 from pooltemplates.units import scale_size
 from trainrun.notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
-from trainstack.identity import JUPYTER_PORT, POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR, flavor_image
+from trainstack.identity import (JUPYTER_PORT, NOTEBOOK_DIR, POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR,
+                                 flavor_image)
 
 from .security import SPARK_CONF_DIR
 
@@ -23,6 +24,14 @@ GPU_MODES = ("placeholder", "nvidia")
 NOTEBOOK_PORT = JUPYTER_PORT
 # Where the notebook container reads the pool's template (POOL_TEMPLATE_ENV of the trainrun.notebook extension).
 POOL_TEMPLATE_DIR = "/etc/trainstack/pool-template"
+
+
+def work_volume(pool_name: str) -> dict[str, Any]:
+    """The pool's work folder: one docker volume, read-write at the image's work folder in the notebook, every
+    worker and every job's driver, as DBFS or a Synapse mount is in theirs. A Store, checkpoints or data that
+    executors write and the driver reads go there. Docker gives a new volume the image folder's owner, the
+    image's user."""
+    return {"name": f"{pool_name}-work", "target": NOTEBOOK_DIR, "labels": {POOL_LABEL: pool_name}}
 
 
 def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
@@ -42,6 +51,7 @@ def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "p
         "image": image or flavor_image("gpu" if gpus == "nvidia" else "cpu"),
         "gpus": gpus,
         "network": {"name": pool_name, "labels": {POOL_LABEL: pool_name}},
+        "work_volume": work_volume(pool_name),
         "master": {
             "name": master_host,
             "hostname": master_host,

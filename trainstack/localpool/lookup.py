@@ -9,6 +9,7 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
+from docker.models.volumes import Volume
 
 from trainstack.identity import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
@@ -69,6 +70,10 @@ def pool_containers(client: docker.DockerClient, name: str) -> list[Container]:
 
 def pool_networks(client: docker.DockerClient, name: str) -> list[Network]:
     return client.networks.list(filters={"label": f"{POOL_LABEL}={name}"})
+
+
+def pool_volumes(client: docker.DockerClient, name: str) -> list[Volume]:
+    return client.volumes.list(filters={"label": f"{POOL_LABEL}={name}"})
 
 
 def pool_names(client: docker.DockerClient) -> list[str]:

@@ -17,12 +17,13 @@ from trainstack.identity import POOL_CONF_LABEL
 
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
-from .lookup import current_worker_addresses, find_pool, pool_containers, pool_networks, record_worker_addresses
+from .lookup import (current_worker_addresses, find_pool, pool_containers, pool_networks, pool_volumes,
+                     record_worker_addresses)
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .notebook import notebook_line, start_notebook
 from .plan import DEFAULT_POOL, pool_plan
 from .security import remove_pool_conf, write_pool_conf
-from .specs import container_kwargs, network_kwargs
+from .specs import container_kwargs, network_kwargs, volume_kwargs
 
 LOG_LINES_ON_FAILURE = 8
 
@@ -41,7 +42,7 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
     share_dir = share_directory(share, PoolError.bad_option)
     client = client or connect()
     require_built_image(client, plan["image"], PoolError.bad_option)
-    if pool_containers(client, name) or pool_networks(client, name):
+    if pool_containers(client, name) or pool_networks(client, name) or pool_volumes(client, name):
         raise PoolError.bad_option("--name", name, "is already up",
                                    f"another name, or `invoke pool.down --name {name}` first")
     _check_port_free("--master-port", master_port)
@@ -51,6 +52,7 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
     spark_conf = write_pool_conf(name)
     try:
         client.networks.create(**network_kwargs(plan))
+        client.volumes.create(**volume_kwargs(plan))
         for spec in (plan["master"], *plan["workers"]):
             create = container_kwargs(plan, spec, share_dir, spark_conf=spark_conf)
             client.containers.create(**create).start()
@@ -95,7 +97,7 @@ def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) 
 
 
 def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) -> list[str]:
-    """Remove every container and network labelled with the pool's name; returns their names."""
+    """Remove every container, network and volume labelled with the pool's name; returns their names."""
     return _remove(client or connect(), name)
 
 
@@ -111,6 +113,9 @@ def _remove(client: docker.DockerClient, name: str) -> list[str]:
     for network in pool_networks(client, name):
         network.remove()
         removed.append(network.name)
+    for volume in pool_volumes(client, name):
+        volume.remove(force=True)
+        removed.append(volume.name)
     # Every container of a pool names the same conf file.
     for spark_conf in {container.labels[POOL_CONF_LABEL] for container in containers
                        if POOL_CONF_LABEL in container.labels}:

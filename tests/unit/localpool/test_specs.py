@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from trainstack.localpool import pool_plan
-from trainstack.localpool.specs import container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs
+from trainstack.localpool.specs import (container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs,
+                                        volume_kwargs)
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {
@@ -26,6 +27,7 @@ def docker_arguments(options: dict, share: Path | None) -> dict:
     plan = pool_plan(**options)
     return {
         "network": network_kwargs(plan),
+        "volume": volume_kwargs(plan),
         "containers": [container_kwargs(plan, spec, share, package_file_under_pkg, SPARK_CONF)
                        for spec in (plan["master"], *plan["workers"])],
     }
@@ -47,14 +49,17 @@ def test_only_real_gpu_workers_request_devices() -> None:
     ]
 
 
-def test_driver_joins_the_pool_network_under_the_pool_label_and_works_in_the_share() -> None:
+def test_driver_joins_the_pool_network_under_the_pool_label_with_its_work_volume_and_works_in_the_share() -> None:
     kwargs = driver_kwargs("ci-pool", "trainstack:cpu", "ci-pool", ["trainrun", "spark"], "ci-pool-driver-1",
                            Path("/home/me/job"))
     assert kwargs["network"] == "ci-pool"
     assert kwargs["labels"] == {"io.trainstack.pool": "ci-pool", "io.trainstack.pool.role": "driver"}
-    assert kwargs["volumes"] == {"/home/me/job": {"bind": "/job", "mode": "ro"}}
+    assert kwargs["volumes"] == {"ci-pool-work": {"bind": "/home/trainer/work", "mode": "rw"},
+                                 "/home/me/job": {"bind": "/job", "mode": "ro"}}
     assert kwargs["working_dir"] == "/job"
-    assert "volumes" not in driver_kwargs("p", "i", "p", ["true"], "p-driver-1", None)
+    without_share = driver_kwargs("p", "i", "p", ["true"], "p-driver-1", None)
+    assert without_share["volumes"] == {"p-work": {"bind": "/home/trainer/work", "mode": "rw"}}
+    assert without_share["working_dir"] == "/home/trainer/work"
 
 
 def test_every_container_and_driver_reads_the_pools_conf_from_a_read_only_mount() -> None:
@@ -81,6 +86,17 @@ def test_notebook_is_published_on_loopback_with_the_pools_conf_and_template_read
                                      "TRAINSTACK_POOL_MASTER": "spark://trainstack-pool-master:7077",
                                      "TRAINSTACK_POOL_TEMPLATE": "/etc/trainstack/pool-template/local-pool.yaml"}
     assert kwargs["volumes"] == {
+        "trainstack-pool-work": {"bind": "/home/trainer/work", "mode": "rw"},
         str(SPARK_CONF): {"bind": "/etc/trainstack/pool/spark-defaults.conf", "mode": "ro"},
         "/tmp/trainstack-pool-x/local-pool.yaml": {"bind": "/etc/trainstack/pool-template/local-pool.yaml",
                                                    "mode": "ro"}}
+
+
+def test_workers_and_the_notebook_share_the_pools_work_volume_and_the_master_does_not() -> None:
+    plan = pool_plan(workers=2, notebook_port=8890)
+    work = {"bind": "/home/trainer/work", "mode": "rw"}
+    assert volume_kwargs(plan) == {"name": "trainstack-pool-work", "labels": {"io.trainstack.pool": "trainstack-pool"}}
+    for spec in plan["workers"]:
+        assert container_kwargs(plan, spec, locate=Path)["volumes"]["trainstack-pool-work"] == work
+    assert notebook_kwargs(plan, None, SPARK_CONF, Path("/tmp/t.yaml"))["volumes"]["trainstack-pool-work"] == work
+    assert "trainstack-pool-work" not in container_kwargs(plan, plan["master"], locate=Path)["volumes"]
