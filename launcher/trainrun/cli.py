@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import sys
@@ -19,7 +18,6 @@ from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
 from .program import check_program_here, program_from_command, program_from_script_args
-from .rank.env import VERBOSE
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
 from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
 
@@ -203,7 +201,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     if not command:
         raise UsageError("command", "", valid=f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
     run = RunOptions(timeout=args.timeout, exit_barrier_timeout=args.exit_barrier_timeout,
-                     timestamp_output=args.timestamp_output)
+                     timestamp_output=args.timestamp_output, verbose=args.verbose)
     if args.backend == "mpi":
         hosts = (parse_hosts("-H", args.hosts) if args.hosts else
                  parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
@@ -228,7 +226,7 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
     template_set = tuple(key_value("--set", item) for item in args.template_set)
     return SparkJob(num_processes=args.num_processes, program=program_from_script_args("command", command),
                     master=args.master, template=args.template, template_set=template_set, conf=conf,
-                    use_gpu=args.use_gpu, local_mode=args.local_mode, framework=args.framework, verbose=args.verbose,
+                    use_gpu=args.use_gpu, local_mode=args.local_mode, framework=args.framework,
                     ranks_filter=args.ranks_filter, check_master=not args.dry_run, run=run)
 
 
@@ -264,9 +262,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             crowded = oversubscription(local_ranks(plan), os.cpu_count() or 1)
             if crowded:
                 print(f"trainrun: warning: {crowded}", file=sys.stderr)
-        if args.verbose:
+        if plan.run.verbose:
             sys.stderr.write(plan.to_text())
-            plan = dataclasses.replace(plan, env={**plan.env, VERBOSE: "1"})
         note = default_master_note(args, plan)
         if note:
             print(f"trainrun: {note}", file=sys.stderr)

@@ -57,7 +57,6 @@ class SparkJob:
     use_gpu: bool | None = None  # None: use GPUs when the Spark conf gives tasks GPUs
     local_mode: bool = False
     framework: str = "torch"  # "torch": a torch.distributed rank per task; "horovod": Horovod Gloo ranks
-    verbose: bool = False  # Spark's own log lines and warnings too
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
     check_master: bool = True  # a spark:// master must accept a connection (not for --dry-run, which stays offline)
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend

@@ -25,6 +25,9 @@ class RunOptions:
     # Once a rank has exited 0, how long the others have to exit before the job is stopped.
     exit_barrier_timeout: float = DEFAULT_EXIT_BARRIER_TIMEOUT
     timestamp_output: bool = False  # prefix each output line with the time it arrived (trainrun.output)
+    # Tracebacks keep the frames of trainrun, torchrun and the JVM (the ranks read TRAINRUN_VERBOSE from the
+    # plan's env); the plan is printed before the launch; a Spark job shows Spark's own log lines.
+    verbose: bool = False
 
 
 @dataclass(frozen=True)
@@ -42,7 +45,7 @@ class Plan:
         plan = {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
                 "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items())),
                 "timeout": self.run.timeout, "exit_barrier_timeout": self.run.exit_barrier_timeout,
-                "timestamp_output": self.run.timestamp_output}
+                "timestamp_output": self.run.timestamp_output, "verbose": self.run.verbose}
         if self.remote is not None:
             plan["remote"] = self.remote.to_dict()
         return plan

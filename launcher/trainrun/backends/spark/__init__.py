@@ -102,7 +102,7 @@ class SparkPlanner:
                 "--use-gpu" if use_gpu else "--no-gpu"]
         for key, value in sorted(conf.items()):
             argv += ["--conf", f"{key}={value}"]
-        if job.verbose:
+        if job.run.verbose:
             argv.append("--verbose")
         if shown is not None:
             argv += ["--ranks-filter", shown]
