@@ -18,17 +18,11 @@ async function idle(page) {
   await page.locator('.jp-Notebook-ExecutionIndicator[data-status="idle"]').waitFor({ state: 'attached' });
 }
 
-// JupyterLab may ask which kernel to start (the notebook's own is preselected), and whether to fetch its news.
+// JupyterLab may ask which kernel to start (the notebook's own is preselected). It asks nothing about news: the
+// image turns news off (trainstack.image.dockerfile.lab_settings_overrides).
 async function answerDialogs(page) {
   const select = page.locator('.jp-Dialog').getByRole('button', { name: 'Select', exact: true });
   await select.waitFor({ timeout: 15000 }).then(() => select.click(), () => {});
-  await declineNews(page, 2000);
-}
-
-async function declineNews(page, timeout) {
-  const news = page.locator('.Toastify__toast').getByRole('button', { name: 'No', exact: true });
-  // The toast can slide away while it is clicked; a prompt that is gone needs no answer.
-  await news.waitFor({ timeout }).then(() => news.click({ timeout: 5000 }).catch(() => {}), () => {});
 }
 
 async function main() {
@@ -59,7 +53,6 @@ async function main() {
     }).first();
     await cell.locator('.jp-OutputArea-output', { hasText: new RegExp(expect) }).first().waitFor();
     await idle(page);
-    await declineNews(page, 1000);
     // Saved, the notebook's outputs can be read from the server (JupyterLab renders only the cells in view).
     await page.keyboard.press('Control+s');
     await page.locator('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached' });

@@ -116,6 +116,14 @@ def test_lab_prints_its_url_with_a_token_that_opens_it(lab):
     assert wrong.status_code == 403
 
 
+def test_lab_neither_fetches_news_nor_checks_for_updates(lab):
+    _, url = lab
+    response = with_token(url).get(f"{base(url)}/lab/api/settings/@jupyterlab/apputils-extension:notification")
+    assert response.status_code == 200, response.text
+    settings = response.json()["composite"]
+    assert settings["fetchNews"] == "false" and settings["checkForUpdates"] is False, settings
+
+
 def test_token_is_new_at_each_start(lab, start_lab):
     _, first = lab
     second = lab_url(start_lab(), timeout=START_TIMEOUT)

@@ -11,6 +11,7 @@ from trainstack.image.dockerfile import (
     absent_packages_data,
     horovod_patches,
     ipython_config,
+    lab_settings_overrides,
     login_profile,
     render_dockerfile,
 )
@@ -28,6 +29,7 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources))
     (out_dir / "login-profile.sh").write_text(login_profile())
     (out_dir / "ipython_config.py").write_text(ipython_config())
+    (out_dir / "lab-overrides.json").write_text(lab_settings_overrides())
     (out_dir / "requirements-frameworks.txt").write_text("\n".join(framework_requirements(flavor)) + "\n")
     (out_dir / "requirements-libraries.txt").write_text("\n".join(library_requirements(flavor)) + "\n")
     (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))

@@ -179,6 +179,14 @@ def absent_packages_data(flavor: Flavor) -> str:
     return json.dumps({"flavor": flavor.name, "absent": [dict(entry) for entry in flavor.absent]}, indent=2) + "\n"
 
 
+def lab_settings_overrides() -> str:
+    """JupyterLab's settings overrides for the image: never fetch Jupyter's news or check for updates, so a
+    new user is not asked on first start and the server makes no requests to the internet, as docker-stacks
+    images turn the announcements off. A user's own settings still win."""
+    return json.dumps({"@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                                        "checkForUpdates": False}}, indent=2) + "\n"
+
+
 def ipython_config() -> str:
     """The venv's IPython config (every kernel and shell of the image): trainrun's notebook extension loaded."""
     return ("# Written by trainstack: %%trainrun, %%configure and a predefined `spark` in every kernel.\n"
