@@ -219,10 +219,15 @@ def train(c, gpu=False, flavor=None, processes="2"):
     train_in_image(flavor_image(name), whole_number("--processes", processes))
 
 
+# What `test --gpu-build` runs in the GPU image it builds: its CUDA stack, the frameworks (torchvision included)
+# and torch.compile (Inductor on CPU, Triton's launcher build).
+GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks.py", "tests/image/test_compile.py")
+
+
 @task(help={
     "tier": "unit, integration or image (default: all)",
     "pytest-args": "extra pytest arguments",
-    "gpu-build": "instead: build a GPU image and run tests/image/test_gpu_image.py in it (too long for CI)",
+    "gpu-build": "instead: build a GPU image and run the GPU_BUILD_TESTS in it (too long for CI)",
     "gpu-flavor": "the flavor --gpu-build builds and tests: gpu (default) or gpu-cu13",
     "upstream": "instead: Horovod's own suites (tests/upstream) in the cpu image, MPI and Gloo (~25 min)",
 })
@@ -236,8 +241,10 @@ def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstre
         from trainstack.identity import flavor_image
 
         build(c, flavor=gpu_flavor, set=[])
-        c.run(f"{sys.executable} -m pytest tests/image/test_gpu_image.py {pytest_args}",
-              env={"TRAINSTACK_TEST_GPU_IMAGE": flavor_image(gpu_flavor)}, pty=sys.stdout.isatty())
+        gpu_image = flavor_image(gpu_flavor)
+        c.run(f"{sys.executable} -m pytest {' '.join(GPU_BUILD_TESTS)} {pytest_args}",
+              env={"TRAINSTACK_TEST_GPU_IMAGE": gpu_image, "TRAINSTACK_TEST_IMAGE": gpu_image},
+              pty=sys.stdout.isatty())
         return
     marker = f"-m {tier}" if tier else ""
     c.run(f"{sys.executable} -m pytest tests {marker} {pytest_args}", pty=sys.stdout.isatty())
