@@ -56,7 +56,9 @@ async function main() {
     // Saved, the notebook's outputs can be read from the server (JupyterLab renders only the cells in view).
     await page.keyboard.press('Control+s');
     await page.locator('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty').waitFor({ state: 'detached' });
-    await cell.scrollIntoViewIfNeeded();
+    // The checked cell at the top of the view, painted: JupyterLab draws cells brought into view a moment later.
+    await cell.evaluate((element) => element.scrollIntoView({ block: 'start' }));
+    await page.waitForTimeout(1000);
     await page.screenshot({ path: screenshot });
     console.log(JSON.stringify({
       login,
