@@ -219,6 +219,8 @@ def train(c, gpu=False, flavor=None, processes="2"):
     train_in_image(flavor_image(name), whole_number("--processes", processes))
 
 
+TEST_TIERS = ("unit", "integration", "image")  # each a folder of tests/ and a pytest marker
+
 # What `test --gpu-build` runs in the GPU image it builds: its CUDA stack, the frameworks (torchvision included)
 # and torch.compile (Inductor on CPU, Triton's launcher build).
 GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks.py", "tests/image/test_compile.py")
@@ -231,8 +233,11 @@ GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks
     "gpu-flavor": "the flavor --gpu-build builds and tests: gpu (default) or gpu-cu13",
     "upstream": "instead: Horovod's own suites (tests/upstream) in the cpu image, MPI and Gloo (~25 min)",
 })
+@reports_errors
 def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstream=False):
     """Run the tests (one tier, or all); --upstream: Horovod's own suites in the cpu image instead."""
+    if tier is not None and tier not in TEST_TIERS:
+        raise bad_value("--tier", tier, "is not a test tier", ", ".join(TEST_TIERS))
     if upstream:
         c.run(f"{sys.executable} -m pytest tests/image/test_upstream_horovod.py {pytest_args}",
               env={"TRAINSTACK_UPSTREAM": "1"}, pty=sys.stdout.isatty())
@@ -246,5 +251,6 @@ def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstre
               env={"TRAINSTACK_TEST_GPU_IMAGE": gpu_image, "TRAINSTACK_TEST_IMAGE": gpu_image},
               pty=sys.stdout.isatty())
         return
-    marker = f"-m {tier}" if tier else ""
-    c.run(f"{sys.executable} -m pytest tests {marker} {pytest_args}", pty=sys.stdout.isatty())
+    # A tier's own folder as well as its marker: collecting the other tiers would import what they need.
+    selection = f"tests/{tier} -m {tier}" if tier else "tests"
+    c.run(f"{sys.executable} -m pytest {selection} {pytest_args}", pty=sys.stdout.isatty())

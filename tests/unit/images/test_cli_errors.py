@@ -53,6 +53,7 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         (["push", "--registry", "not a registry!!"],
          "error: --registry = 'not a registry!!': is not a registry (valid: HOST[:PORT][/PATH]"),
         (["push", "--flavor", "tpu", "--registry", "localhost:5000"], "error: --flavor = 'tpu': is not a flavor"),
+        (["test", "--tier", "units"], "error: --tier = 'units': is not a test tier (valid: unit, integration, image)\n"),
         # invoke's own parse errors, in the same format.
         (["template.render", "local-pool"],
          "error: --target = '': is required by `invoke template.render` (valid: `invoke template.render --target "
