@@ -1,10 +1,11 @@
-"""The docker SDK client, with the errors users hit turned into instructions, and the one way a
-throwaway container runs: create, start, output returned or streamed, always removed."""
+"""The docker SDK client, with the errors users hit turned into instructions, the one way a
+throwaway container runs (create, start, output returned or streamed, always removed), and the one way
+containers, networks and volumes are removed."""
 from __future__ import annotations
 
 import codecs
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, Callable, Iterable, TextIO
 
 import docker
 import docker.errors
@@ -49,10 +50,20 @@ def run_container(client: docker.DockerClient, create: dict[str, Any], out: Text
             output = container.logs(stdout=True, stderr=True).decode(errors="replace")
         return status, output
     finally:
+        remove_each([container], force=True)
+
+
+def remove_each(objects: Iterable[Any], **remove_options: Any) -> list[str]:
+    """Removes each container, network or volume (`remove(**remove_options)`); one that something else
+    removed first is skipped. Returns the names removed."""
+    removed = []
+    for thing in objects:
         try:
-            container.remove(force=True)
+            thing.remove(**remove_options)
         except docker.errors.NotFound:
-            pass
+            continue
+        removed.append(thing.name)
+    return removed
 
 
 def run_in_image(client: docker.DockerClient, image: str, command: list[str], timeout: int = 300) -> tuple[int, str]:

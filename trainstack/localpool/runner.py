@@ -12,7 +12,7 @@ from docker.models.containers import Container
 
 from trainrun.machine import pick_free_port
 from trainstack.console import report
-from trainstack.docker_client import connect, require_built_image, share_directory
+from trainstack.docker_client import connect, remove_each, require_built_image, share_directory
 from trainstack.identity import POOL_CONF_LABEL
 
 from .errors import PoolError
@@ -102,20 +102,9 @@ def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) ->
 
 
 def _remove(client: docker.DockerClient, name: str) -> list[str]:
-    removed = []
     containers = pool_containers(client, name)
-    for container in containers:
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            continue
-        removed.append(container.name)
-    for network in pool_networks(client, name):
-        network.remove()
-        removed.append(network.name)
-    for volume in pool_volumes(client, name):
-        volume.remove(force=True)
-        removed.append(volume.name)
+    removed = (remove_each(containers, force=True) + remove_each(pool_networks(client, name))
+               + remove_each(pool_volumes(client, name), force=True))
     # Every container of a pool names the same conf file.
     for spark_conf in {container.labels[POOL_CONF_LABEL] for container in containers
                        if POOL_CONF_LABEL in container.labels}:

@@ -12,7 +12,7 @@ import docker.errors
 from docker.models.containers import Container
 
 from trainstack.console import report
-from trainstack.docker_client import connect, require_built_image, share_directory
+from trainstack.docker_client import connect, remove_each, require_built_image, share_directory
 from trainstack.identity import NODES_KEYS_LABEL
 
 from .errors import NodesError
@@ -81,22 +81,11 @@ def down(name: str = DEFAULT_NODES, client: docker.DockerClient | None = None) -
 
 
 def _remove(client: docker.DockerClient, name: str, keys: Path | None = None) -> list[str]:
-    removed = []
+    containers = nodes_containers(client, name)
     folders = {keys} if keys else set()
-    for container in nodes_containers(client, name):
-        if NODES_KEYS_LABEL in container.labels:
-            folders.add(Path(container.labels[NODES_KEYS_LABEL]))
-        try:
-            container.remove(force=True)
-        except docker.errors.NotFound:
-            continue
-        removed.append(container.name)
-    for network in nodes_networks(client, name):
-        try:
-            network.remove()
-        except docker.errors.NotFound:
-            continue
-        removed.append(network.name)
+    folders |= {Path(container.labels[NODES_KEYS_LABEL]) for container in containers
+                if NODES_KEYS_LABEL in container.labels}
+    removed = remove_each(containers, force=True) + remove_each(nodes_networks(client, name))
     for folder in folders:
         remove_keys(folder)
     return removed
