@@ -3,14 +3,22 @@ import pytest
 from packaging.version import Version
 
 
+def skip_without_tensorflow(flavor) -> None:
+    if "tensorflow" not in flavor.components:
+        pytest.skip(f"the {flavor.name} flavor has no TensorFlow (images/matrix.yaml)")
+
+
 def test_frameworks_import_together(in_image, image_flavor):
+    frameworks = ["torch", "pyspark", "horovod.torch"]
+    if "tensorflow" in image_flavor.components:
+        frameworks += ["tensorflow", "horovod.tensorflow"]
     output = in_image.run(["python", "-c",
-        "import torch, tensorflow as tf, horovod.torch, horovod.tensorflow, pyspark;"
-        "print(torch.__version__, tf.__version__, pyspark.__version__)"])
-    torch, tensorflow, pyspark = output.splitlines()[-1].split()
+        f"import {', '.join(frameworks)}; print(torch.__version__, pyspark.__version__,"
+        " tensorflow.__version__ if 'tensorflow' in globals() else '-')"])
+    torch, pyspark, tensorflow = output.splitlines()[-1].split()
     # A CUDA torch reports its local label (2.10.0+cu128), which the matrix leaves to the flavor's CUDA.
     assert Version(torch).public == Version(image_flavor.version("torch")).public, output
-    assert (tensorflow, pyspark) == (image_flavor.version("tensorflow"), image_flavor.version("pyspark")), output
+    assert (pyspark, tensorflow) == (image_flavor.version("pyspark"), image_flavor.version("tensorflow") or "-"), output
 
 
 def test_torchvision_runs_where_the_flavor_holds_it_and_says_why_where_absent(in_image, image_flavor):
@@ -38,7 +46,9 @@ def test_torchvision_runs_where_the_flavor_holds_it_and_says_why_where_absent(in
     ],
     ids=["torch-mpirun", "tensorflow-mpirun", "torch-horovod-gloo"],
 )
-def test_horovod_two_rank_allreduce(in_image, launcher, unit, framework):
+def test_horovod_two_rank_allreduce(in_image, image_flavor, launcher, unit, framework):
+    if framework == "tf":
+        skip_without_tensorflow(image_flavor)
     output = in_image.run([*launcher, "python", f"/units/{unit}"])
     assert f"{framework} rank 0/2 allreduce=3.0" in output
     assert f"{framework} rank 1/2 allreduce=3.0" in output
@@ -70,9 +80,10 @@ def test_java_17(in_image):
 
 
 @pytest.mark.parametrize("keras", ["3", "2"])
-def test_horovod_keras_apis(in_image, keras):
+def test_horovod_keras_apis(in_image, image_flavor, keras):
     """SyncBatchNormalization, PartialDistributedGradientTape, broadcast_variables, DistributedOptimizer
     options, the LR warm-up callback, checkpoints and elastic KerasState under Keras 3 and Keras 2."""
+    skip_without_tensorflow(image_flavor)
     output = in_image.run(["mpirun", "-np", "2", "-x", "TF_USE_LEGACY_KERAS", "python", "/units/hvd_keras_apis.py"],
                           env={"TF_USE_LEGACY_KERAS": "1" if keras == "2" else "0"})
     assert f"keras{keras} rank 0 all ok" in output
