@@ -1,20 +1,20 @@
 """Sphinx configuration of the trainstack site: MyST Markdown pages and notebooks (myst-nb, never executed here:
 the notebooks' outputs come from the image tier's run), the furo theme, copy buttons, and the project's own
-directives (trainstack/docsite/sphinx_extension.py). `invoke docs` builds it with -W --keep-going -n."""
+directives (docs/_ext/trainstack_directives.py). `invoke docs` builds it with -W --keep-going -n."""
 import sys
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # This checkout's host tooling and distributions, whatever the environment has installed.
-for path in (REPO_ROOT / "templates", REPO_ROOT / "launcher", REPO_ROOT):
+for path in (REPO_ROOT / "templates", REPO_ROOT / "launcher", REPO_ROOT, Path(__file__).parent / "_ext"):
     sys.path.insert(0, str(path))
 
 project = "trainstack"
 author = "the trainstack authors"
 copyright = "the trainstack authors"
 
-extensions = ["myst_nb", "sphinx_copybutton", "trainstack.docsite.sphinx_extension"]
-exclude_patterns = ["_build"]
+extensions = ["myst_nb", "sphinx_copybutton", "trainstack_directives"]
+exclude_patterns = ["_build", "_ext"]
 root_doc = "index"
 
 myst_enable_extensions = ["colon_fence", "deflist"]

@@ -27,7 +27,7 @@ from sphinx.util.docutils import SphinxDirective
 from trainstack.docsite.code_map import map_problems, repository_files
 from trainstack.docsite.error_families import Family, error_families, family_messages
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[2]  # docs/_ext/ in the repository
 NOTEBOOKS_DIR = REPO_ROOT / "examples" / "notebooks"
 logger = logging.getLogger(__name__)
 
