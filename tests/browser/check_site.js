@@ -5,10 +5,8 @@
 // Prints one JSON line: {"front", "quickstart", "searches": {query: [result paths]}, "pages", "broken_links",
 // "missing_images", "missing_anchors"}.
 'use strict';
-const fs = require('fs');
-const os = require('os');
 const path = require('path');
-const { chromium } = require('playwright-core');
+const { launch } = require('./chromium');
 
 const [base, quickstart, screenshots, ...queries] = process.argv.slice(2);
 const TIMEOUT_MS = Number(process.env.BROWSER_TIMEOUT_MS || 60000);
@@ -47,15 +45,7 @@ async function search(page, query, screenshot) {
 }
 
 async function main() {
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'trainstack-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-           '--disable-component-update'],
-    viewport: { width: 1280, height: 900 },
-  });
-  const page = context.pages()[0] || await context.newPage();
+  const { context, page, close } = await launch();
   page.setDefaultTimeout(TIMEOUT_MS);
   const result = { searches: {}, pages: 0, broken_links: [], missing_images: [], missing_anchors: [] };
   try {
@@ -109,8 +99,7 @@ async function main() {
       if (ids && !ids.has(fragment)) result.missing_anchors.push({ from, target, fragment });
     }
   } finally {
-    await context.close();
-    fs.rmSync(profile, { recursive: true, force: true });
+    await close();
   }
   console.log(JSON.stringify(result));
 }
