@@ -162,7 +162,7 @@ def template_fields_table() -> str:
     rows = []
     for field, (hint, default) in _hints().items():
         used, refusing = usage[field]
-        targets = ", ".join(used) or "none (checked by the rules only)"
+        targets = ", ".join(used) or "none"
         if refusing:
             targets += f"; a changed value is refused by {', '.join(refusing)}"
         rows.append([f"`{field}`", describe(hint), _default(hint, default), _bounds(field), _spark_key(field),
