@@ -5,10 +5,7 @@
 // Usage: node run_notebook.js BASE_URL TOKEN NOTEBOOK_PATH CELL_START EXPECT_REGEX SCREENSHOT.png
 // Prints one JSON line: {"login": {...}, "cell": {"source", "output"}}.
 'use strict';
-const fs = require('fs');
-const os = require('os');
-const path = require('path');
-const { chromium } = require('playwright-core');
+const { launch } = require('./chromium');
 
 const [base, token, notebook, cellStart, expect, screenshot] = process.argv.slice(2);
 const TIMEOUT_MS = Number(process.env.BROWSER_TIMEOUT_MS || 300000);
@@ -26,15 +23,7 @@ async function answerDialogs(page) {
 }
 
 async function main() {
-  const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'trainstack-chromium-'));
-  const context = await chromium.launchPersistentContext(profile, {
-    executablePath: '/usr/bin/chromium',
-    headless: true,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
-           '--disable-component-update'],
-    viewport: { width: 1280, height: 900 },
-  });
-  const page = context.pages()[0] || await context.newPage();
+  const { page, close } = await launch();
   try {
     page.setDefaultTimeout(TIMEOUT_MS);
 
@@ -71,8 +60,7 @@ async function main() {
     await page.screenshot({ path: screenshot.replace(/\.png$/, '-failed.png') }).catch(() => {});
     throw err;
   } finally {
-    await context.close();
-    fs.rmSync(profile, { recursive: true, force: true });
+    await close();
   }
 }
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import shutil
 import subprocess
 import tarfile
 from pathlib import Path
@@ -15,15 +14,13 @@ from pathlib import Path
 import pytest
 import requests
 
+from chromium import BROWSER_DIR, RESULTS_DIR, browser_node
 from notebook_checks import check_trainings
 
 from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
 from trainstack.lab import lab_url
 
-BROWSER_DIR = Path(__file__).parents[1] / "browser"
 NOTEBOOK = Path(__file__).parents[2] / "examples" / "notebooks" / "synapse_torch_estimator.ipynb"
-RESULTS_DIR = BROWSER_DIR / "results"
-CHROMIUM = "/usr/bin/chromium"
 
 
 def copy_into(container, source: Path, directory: str) -> None:
@@ -40,11 +37,7 @@ def copy_into(container, source: Path, directory: str) -> None:
 
 @pytest.fixture(scope="module")
 def browser_tools() -> str:
-    node = shutil.which("node")
-    if node is None or not Path(CHROMIUM).exists() or not (BROWSER_DIR / "node_modules" / "playwright-core").is_dir():
-        pytest.fail("chromium, node or playwright-core is missing: run `./dev setup` (it installs chromium and "
-                    "`npm ci` in tests/browser)")
-    return node
+    return browser_node()
 
 
 def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):

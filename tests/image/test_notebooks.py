@@ -6,6 +6,7 @@ import pytest
 
 from notebook_checks import NOTEBOOKS, check_trainings, executed_notebook
 
+from trainstack.docsite.notebooks import RECORDED_DIR, record_run
 from trainstack.identity import EXAMPLES_DIR
 
 pytestmark = pytest.mark.timeout(1200)
@@ -19,7 +20,9 @@ def execute(in_image, name: str) -> dict:
 
 
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_notebook_trains_on_both_ranks(in_image, name):
+def test_notebook_trains_on_both_ranks(in_image, image, name):
     notebook = execute(in_image, name)
     check_trainings(name, notebook)
+    # The run, kept for the site's notebook pages: invoke docs --executed-notebooks tests/image/results/notebooks
+    record_run(notebook, image, RECORDED_DIR / f"{name}.ipynb")
     print(f"{name}: {notebook['metadata']['trainstack_seconds']} s")

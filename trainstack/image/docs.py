@@ -1,7 +1,9 @@
-"""Tables for people: `invoke matrix` prints the version table, and `invoke docs` regenerates the
-README's version, GPU flavor and workflow tables from the matrix and trainstack/image/workflows.py."""
+"""Tables for people: `invoke matrix` prints the version table, and the documentation's generated pages
+(trainstack/docsite) hold it, the GPU flavor table and the workflow table, made from the matrix and
+trainstack/image/workflows.py."""
 from __future__ import annotations
 
+import re
 import shlex
 from typing import Sequence
 
@@ -13,16 +15,19 @@ from trainstack.image.workflows import Workflow
 COLUMNS = ["python", "torch", "torchvision", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
 
 
-def _markdown_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+def markdown_table(header: list[str], rows: list[list[str]]) -> str:
+    """A Markdown (GFM) table; a `|` inside a cell is escaped."""
+    def line(cells: list[str]) -> str:
+        return "| " + " | ".join(cell.replace("|", "\\|") for cell in cells) + " |"
+
+    return "\n".join([line(header), "|" + "---|" * len(header), *(line(row) for row in rows)])
 
 
 def flavor_table(matrix: Matrix, gpu_only: bool = False) -> str:
     """A Markdown table: one row per flavor, one column per component ("absent" where the matrix says the flavor
     cannot hold it)."""
     flavors = [f for f in matrix.flavors.values() if f.gpu or not gpu_only]
-    return _markdown_table(["flavor", *COLUMNS, "base image"],
+    return markdown_table(["flavor", *COLUMNS, "base image"],
                            [[f.name, *(_cell(f, c) for c in COLUMNS), f.base_image] for f in flavors])
 
 
@@ -50,26 +55,64 @@ def gpu_flavor_table(matrix: Matrix) -> str:
         run = f"`docker run --rm -it --gpus all --shm-size 8g {image_reference(matrix.image_name, flavor.name)}`"
         rows.append([flavor.name, _holds(flavor), " ".join(flavor.description.split()), stack,
                      f">= {driver_minimum(cuda)}", run])
-    return _markdown_table(["flavor", "holds", "why", "stack", "NVIDIA driver", "run"], rows)
+    return markdown_table(["flavor", "holds", "why", "stack", "NVIDIA driver", "run"], rows)
 
 
 def workflow_table(workflows: Sequence[Workflow]) -> str:
     """A Markdown table: each workflow users bring, and the command that runs it in the image."""
-    return _markdown_table(["workflow", "what users bring", "command in the image"],
-                           [[w.name, w.origin, f"`{shlex.join(w.command)}`"] for w in workflows])
+    return markdown_table(["workflow", "what users bring", "command in the image"],
+                          [[w.name, w.origin, f"`{shlex.join(w.command)}`"] for w in workflows])
 
 
-def _replace_between(text: str, marker: str, content: str) -> str:
-    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
-    before, found_start, rest = text.partition(start)
-    _, found_end, after = rest.partition(end)
-    if not found_start or not found_end:
-        raise ValueError(f"README lacks the {start} ... {end} markers")
-    return f"{before}{start}\n{content}\n{end}{after}"
+def rules_table(matrix: Matrix) -> str:
+    """A Markdown table: each rule of the matrix, when it applies, what it requires and why."""
+    def specs(specifiers: dict[str, str]) -> str:
+        return ", ".join(f"`{key} {spec}`" for key, spec in specifiers.items())
+
+    rows = [[f"`{rule.id}`", specs(rule.when), specs(rule.require), rule.reason] for rule in matrix.rules]
+    return markdown_table(["rule", "when", "requires", "why"], rows)
 
 
-def with_generated_tables(readme: str, matrix: Matrix, workflows: Sequence[Workflow]) -> str:
-    """The README text with its generated tables replaced."""
-    readme = _replace_between(readme, "matrix-table", flavor_table(matrix))
-    readme = _replace_between(readme, "gpu-flavors-table", gpu_flavor_table(matrix))
-    return _replace_between(readme, "workflows-table", workflow_table(workflows))
+def flavor_details(flavor: Flavor) -> str:
+    """Markdown: a flavor's components with their settings, its pinned packages, what it prunes and what it cannot
+    hold, each with the matrix's reason."""
+    def shown(value: object) -> str:
+        if isinstance(value, list):
+            return ", ".join(f"`{item}`" for item in value)
+        if isinstance(value, dict):
+            return ", ".join(f"`{key}={item}`" for key, item in value.items())
+        return f"`{value}`"
+
+    def settings(entry: dict) -> str:
+        return "; ".join(f"{name}: {shown(value)}" for name, value in entry.items() if name != "version")
+
+    parts = [" ".join(flavor.description.split()), "",
+             markdown_table(["component", "version", "settings"],
+                            [[name, str(entry.get("version", "")), settings(entry)]
+                             for name, entry in flavor.components.items()]), "",
+             markdown_table(["pinned package", "version"],
+                            [[name + (" (installed without its dependencies)" if name in flavor.no_deps_packages
+                                      else ""), str(version)] for name, version in flavor.python_packages.items()])]
+    if flavor.prune:
+        parts += ["", markdown_table(["pruned from site-packages", "why"],
+                                     [[f"`{entry['glob']}`", " ".join(entry["reason"].split())]
+                                      for entry in flavor.prune])]
+    if flavor.absent:
+        parts += ["", markdown_table(["absent package", "why", "instead"],
+                                     [[entry["package"], " ".join(entry["reason"].split()),
+                                       " ".join(entry["instead"].split())] for entry in flavor.absent])]
+    return "\n".join(parts)
+
+
+def horovod_patch_table(matrix: Matrix) -> str:
+    """A Markdown table: each Horovod patch in images/patches/ (linked to its section of the patches page) and the
+    flavors whose `horovod.patch` list applies it."""
+    from trainstack.image.dockerfile import horovod_patches
+    from trainstack.image.matrix import PATCHES_DIR
+
+    rows = []
+    for patch in sorted(path.name for path in PATCHES_DIR.glob("*.patch")):
+        flavors = [flavor.name for flavor in matrix.flavors.values() if patch in horovod_patches(flavor)]
+        anchor = "patch-" + re.sub(r"^horovod-[0-9.]+-", "", patch.removesuffix(".patch"))
+        rows.append([f"[`{patch}`](#{anchor})", ", ".join(flavors) or "none"])
+    return markdown_table(["patch", "applied by"], rows)

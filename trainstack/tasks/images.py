@@ -1,4 +1,4 @@
-"""invoke tasks for the images: matrix, render, build, base, push, sbom, scan, train, docs, test.
+"""invoke tasks for the images: matrix, render, build, base, push, sbom, scan, train, test.
 
 Options that depend on the machine default to environment variables, so one machine's setup
 (see ./dev) is written once: TRAINSTACK_BASE_IMAGE, TRAINSTACK_WHEELHOUSE, TRAINSTACK_CA_BUNDLE.
@@ -59,17 +59,6 @@ def matrix(c, gpu=False):
     from trainstack.image.matrix import load_matrix
 
     print(flavor_table(load_matrix(), gpu_only=gpu))
-
-
-@task
-def docs(c):
-    """Regenerate the README's version table (from the matrix) and workflow table."""
-    from trainstack.image.docs import with_generated_tables
-    from trainstack.image.matrix import REPO_ROOT, load_matrix
-    from trainstack.image.workflows import WORKFLOWS
-
-    readme = REPO_ROOT / "README.md"
-    readme.write_text(with_generated_tables(readme.read_text(), load_matrix(), WORKFLOWS))
 
 
 @task(iterable=["set"], help={"gpu": "the gpu flavor", "flavor": "any flavor by name", "set": "override KEY=VALUE"})

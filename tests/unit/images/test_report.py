@@ -1,11 +1,6 @@
-from trainstack.image.docs import flavor_table, gpu_flavor_table, with_generated_tables, workflow_table
-from trainstack.image.matrix import REPO_ROOT, load_matrix
+from trainstack.image.docs import flavor_table, gpu_flavor_table, horovod_patch_table, markdown_table, workflow_table
+from trainstack.image.matrix import load_matrix
 from trainstack.image.workflows import WORKFLOWS
-
-
-def test_readme_tables_are_generated():
-    readme = (REPO_ROOT / "README.md").read_text()
-    assert with_generated_tables(readme, load_matrix(), WORKFLOWS) == readme, "run `invoke docs`"
 
 
 def test_workflow_table_has_a_row_per_workflow_with_its_command():
@@ -28,3 +23,14 @@ def test_gpu_flavor_table_says_what_each_holds_and_the_driver_it_needs():
     assert "PyTorch 2.10.0, TensorFlow 2.20.0, Horovod 0.28.1 (NCCL)" in gpu and ">= 525.60.13" in gpu
     assert "no TensorFlow" in cu13 and "only CUDA 12 builds" in cu13 and ">= 580" in cu13
     assert "`docker run --rm -it --gpus all --shm-size 8g trainstack:gpu-cu13`" in cu13
+
+
+def test_patch_table_names_the_flavors_applying_each_patch():
+    rows = horovod_patch_table(load_matrix()).splitlines()[2:]
+    shared = next(row for row in rows if "shared-cuda-runtime" in row)
+    assert "(#patch-shared-cuda-runtime)" in shared and shared.endswith("| gpu, gpu-cu13 |")
+    assert any(row.endswith("| cpu, gpu, gpu-cu13 |") for row in rows if "current-frameworks" in row)
+
+
+def test_a_pipe_inside_a_cell_is_escaped():
+    assert markdown_table(["a"], [["x|y"]]).splitlines()[-1] == "| x\\|y |"

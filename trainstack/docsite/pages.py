@@ -1,0 +1,222 @@
+"""The documentation generated from the code: whole pages, and tables between `<!-- NAME:start -->` and
+`<!-- NAME:end -->` markers inside hand-written ones (the README's versions table among them). `invoke docs` writes
+them; `stale()` names every file whose text differs from what the code gives now, at its first differing line,
+which `invoke docs --check` and a unit test fail on."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Generated:
+    path: str  # relative to the repository
+    marker: str | None  # None: the whole file is generated
+    source: str  # what it is generated from
+    render: Callable[[], str]
+
+
+@dataclass(frozen=True)
+class Stale:
+    path: str
+    line: int
+    expected: str
+    found: str
+
+    def __str__(self) -> str:
+        return (f"{self.path}:{self.line}: stale generated text (the code gives {self.expected!r}, the file has "
+                f"{self.found!r}): run `invoke docs`")
+
+
+def _matrix():
+    from trainstack.image.matrix import load_matrix
+
+    return load_matrix()
+
+
+def _flavor_table() -> str:
+    from trainstack.image.docs import flavor_table
+
+    return flavor_table(_matrix())
+
+
+def _gpu_flavor_table() -> str:
+    from trainstack.image.docs import gpu_flavor_table
+
+    return gpu_flavor_table(_matrix())
+
+
+def _workflow_table() -> str:
+    from trainstack.image.docs import workflow_table
+    from trainstack.image.workflows import WORKFLOWS
+
+    return workflow_table(WORKFLOWS)
+
+
+def _templates_table() -> str:
+    from pooltemplates.loading import packaged_templates, read_template
+    from trainstack.image.docs import markdown_table
+
+    return markdown_table(["template", "pool"], [[f"`{name}`", " ".join(read_template(name).description.split())]
+                                                 for name in packaged_templates()])
+
+
+def _patches_table() -> str:
+    from trainstack.image.docs import horovod_patch_table
+
+    return horovod_patch_table(_matrix())
+
+
+def _matrix_page() -> str:
+    from trainstack.image.docs import flavor_details, flavor_table, gpu_flavor_table, rules_table
+
+    matrix = _matrix()
+    lines = ["(matrix)=", "# The version matrix", "",
+             "Every version in the images comes from `images/matrix.yaml`, checked against its schema "
+             "(`images/matrix.schema.json`) and its rules before any docker call; `invoke build --set KEY=VALUE` "
+             "overrides a version or setting and is checked the same way. The image's own "
+             "`/etc/trainstack/manifest.json` records what was really installed, checked against the matrix after "
+             "every build. Building with other versions: {doc}`/guides/building`.", "",
+             "## Flavors", "", flavor_table(matrix), "", "## GPU flavors", "", gpu_flavor_table(matrix), ""]
+    for flavor in matrix.flavors.values():
+        lines += [f"(matrix-{flavor.name})=", f"## `{flavor.name}`", "", flavor_details(flavor), ""]
+    lines += ["(matrix-rules)=", "## Rules", "",
+              "Each rule applies when every component under *when* is present and matches its version specifier "
+              "(`*`: any version); then every component under *requires* must be present and match. A flavor or an "
+              "override that breaks one is refused, naming the rule and its reason.", "", rules_table(matrix), ""]
+    return "\n".join(lines)
+
+
+def _trainrun_page() -> str:
+    from trainrun.cli import build_parser
+    from trainstack.docsite.cli_reference import cli_reference
+
+    return cli_reference(build_parser(), "`trainrun` command line",
+                         "Every option of `trainrun` and its subcommands, from its argparse parser "
+                         "(`trainrun --help`, `trainrun BACKEND --help`). How the launcher works: "
+                         "{doc}`/guides/launcher`.", "trainrun")
+
+
+def _pooltemplates_page() -> str:
+    from pooltemplates.cli import _parser
+    from trainstack.docsite.cli_reference import cli_reference
+
+    return cli_reference(_parser(), "`pooltemplates` command line",
+                         "The templates' own command line (`pooltemplates` or `python -m pooltemplates`), installed "
+                         "in every image; from the repository the same commands are the `invoke template.*` tasks "
+                         "({doc}`tasks`). The templates: {doc}`/guides/templates`.", "pooltemplates")
+
+
+def _tasks_page() -> str:
+    from trainstack.docsite.task_reference import load_collection, task_reference
+
+    return task_reference(load_collection(REPO_ROOT / "tasks.py"),
+                          "Every task of the repository's `invoke` collection (`tasks.py`) with its options, from the "
+                          "tasks themselves (`invoke --list`, `invoke --help TASK`). Each reports bad input as "
+                          "`error: ...` with exit code 2. Options that depend on the machine default to "
+                          "`TRAINSTACK_BASE_IMAGE`, `TRAINSTACK_WHEELHOUSE` and `TRAINSTACK_CA_BUNDLE`, which "
+                          "`./dev` writes to `.trainstack.env`.")
+
+
+def _template_fields_page() -> str:
+    from trainstack.docsite.template_reference import template_fields_table
+
+    return "\n".join([
+        "(template-fields)=", "# Template fields", "",
+        "Every field a pool template's YAML and `--set KEY=VALUE` accept, from the schema "
+        "(`templates/pooltemplates/schema.py`) and the rules' bounds (`validation.py`). *Targets whose output it "
+        "changes* is measured: a template with every field set is rendered for each target, then again with the one "
+        "field changed. `NAME` stands for any variable or Spark conf key. The rules between fields, and what each "
+        "target does: {doc}`/guides/templates`.", "", template_fields_table(), ""])
+
+
+def _contract_page() -> str:
+    import trainrun.image_contract as contract
+    from trainstack.docsite.contract_reference import constants_table, entrypoint_roles, environment_table
+    from trainstack.image.dockerfile import runtime_env
+
+    roles, about = entrypoint_roles(REPO_ROOT / "images" / "scripts" / "trainstack-entrypoint")
+    return "\n".join([
+        "(image-contract)=", "# The in-image contract", "",
+        "What a trainstack image promises the code that runs in it and beside it: paths, ports and names (from "
+        f"`{contract.__name__}`, which the Dockerfile, the image's verification, trainrun and the host tooling all "
+        "read), the environment every process starts with, and the roles of its entrypoint.", "",
+        "## Paths, ports and names", "", constants_table(contract), "",
+        "## Environment", "",
+        "Set in the image (`ENV`) for every process, and again in `/etc/profile.d/trainstack.sh` for login shells, "
+        "with `PIP_CONSTRAINT` naming the constraints file (from `trainstack/image/dockerfile.py`):", "",
+        environment_table(runtime_env()), "",
+        "## Entrypoint roles", "",
+        f"`trainstack-entrypoint` (under tini) takes these first arguments as roles: "
+        f"{', '.join(f'`{role}`' for role in roles)}. {about}", ""])
+
+
+GENERATED: tuple[Generated, ...] = (
+    Generated("README.md", "matrix-table", "images/matrix.yaml", _flavor_table),
+    Generated("docs/guides/gpu.md", "gpu-flavors-table", "images/matrix.yaml", _gpu_flavor_table),
+    Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
+    Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
+    Generated("docs/guides/horovod-patches.md", "horovod-patches-table", "images/matrix.yaml", _patches_table),
+    Generated("docs/reference/matrix.md", None, "images/matrix.yaml", _matrix_page),
+    Generated("docs/reference/trainrun.md", None, "launcher/trainrun/cli.py", _trainrun_page),
+    Generated("docs/reference/pooltemplates.md", None, "templates/pooltemplates/cli.py", _pooltemplates_page),
+    Generated("docs/reference/tasks.md", None, "tasks.py", _tasks_page),
+    Generated("docs/reference/template-fields.md", None, "templates/pooltemplates/schema.py", _template_fields_page),
+    Generated("docs/reference/image-contract.md", None, "launcher/trainrun/image_contract.py", _contract_page),
+)
+
+HEADER = "<!-- Generated by `invoke docs` from {source}: change that, not this page. -->\n"
+
+
+def _replace_between(text: str, path: str, marker: str, content: str) -> str:
+    start, end = f"<!-- {marker}:start -->", f"<!-- {marker}:end -->"
+    before, found_start, rest = text.partition(start)
+    _, found_end, after = rest.partition(end)
+    if not found_start or not found_end:
+        raise ValueError(f"{path} lacks the {start} ... {end} markers")
+    return f"{before}{start}\n{content}\n{end}{after}"
+
+
+def expected_texts(repo: Path = REPO_ROOT) -> dict[str, str]:
+    """Each generated file's text as the code gives it now."""
+    texts: dict[str, str] = {}
+    for item in GENERATED:
+        if item.marker is None:
+            texts[item.path] = HEADER.format(source=item.source) + item.render()
+        else:
+            file = repo / item.path
+            if item.path not in texts and not file.exists():
+                raise ValueError(f"{item.path} is missing; it holds the generated {item.marker} table")
+            current = texts.get(item.path) or file.read_text(encoding="utf-8")
+            texts[item.path] = _replace_between(current, item.path, item.marker, item.render())
+    return texts
+
+
+def stale(repo: Path = REPO_ROOT) -> list[Stale]:
+    """Every generated file that differs from what the code gives, at its first differing line."""
+    found = []
+    for path, expected in expected_texts(repo).items():
+        file = repo / path
+        current = file.read_text(encoding="utf-8") if file.exists() else ""
+        if current != expected:
+            want, have = expected.splitlines(), current.splitlines()
+            line = next((n for n, (a, b) in enumerate(zip(want, have)) if a != b), min(len(want), len(have)))
+            found.append(Stale(path, line + 1, want[line] if line < len(want) else "(end of file)",
+                               have[line] if line < len(have) else "(end of file)"))
+    return found
+
+
+def write(repo: Path = REPO_ROOT) -> list[str]:
+    """Writes every generated file that differs; returns their paths."""
+    changed = []
+    for path, expected in expected_texts(repo).items():
+        file = repo / path
+        if not file.exists() or file.read_text(encoding="utf-8") != expected:
+            file.parent.mkdir(parents=True, exist_ok=True)
+            file.write_text(expected, encoding="utf-8")
+            changed.append(path)
+    return changed
+
