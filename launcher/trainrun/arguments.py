@@ -1,6 +1,7 @@
-"""argparse's own errors (an unknown option, a missing value, a value of the wrong type, no backend) as one line
-in the project's format, `trainrun: option = value: rule (valid: ...)`, with a suggestion for a misspelled
-option, and exit code 2."""
+"""trainrun's option values and argparse's own errors: the types its options' values are read with (counts,
+seconds, torchrun's --nproc-per-node and --nnodes), and argparse's errors (an unknown option, a missing value, a
+value of the wrong type, no backend) as one line in the project's format, `trainrun: option = value: rule (valid:
+...)`, with a suggestion for a misspelled option, and exit code 2."""
 from __future__ import annotations
 
 import argparse
@@ -10,9 +11,10 @@ import re
 import sys
 from typing import NoReturn, Sequence
 
+from .backends.torch import NPROC_WORDS
 from .errors import UsageError
+from .validate import timeout
 
-BACKENDS = ("mpi", "torch", "spark", "doctor")
 # The other launchers' spellings of an option, and the one each backend takes instead.
 OTHER_SPELLINGS = {
     "torch": {"-np": "--nproc-per-node", "--num-processes": "--nproc-per-node", "--num-proc": "--nproc-per-node",
@@ -26,6 +28,50 @@ _TYPE_ERROR = re.compile(r"argument (?P<names>\S+): expected (?P<valid>.*), got 
 _CHOICE_ERROR = re.compile(r"argument (?P<names>\S+): invalid choice: (?P<value>'.*') \(choose from (?P<valid>.*)\)$")
 _EXPECTED_ONE = re.compile(r"argument (?P<names>\S+): expected one argument$")
 _NOT_ALLOWED = re.compile(r"argument (?P<names>\S+): not allowed with argument (?P<other>\S+)$")
+
+
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
+def seconds(text: str) -> float:
+    return timeout("--timeout", text)
+
+
+def connect_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= 300:
+        raise argparse.ArgumentTypeError(f"expected seconds from 1 to 300, got {text!r}")
+    return value
+
+
+def barrier_seconds(text: str) -> float:
+    return timeout("--exit-barrier-timeout", text)
+
+
+def nproc(text: str) -> int | str:
+    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
+    return text if text in NPROC_WORDS else positive(text)
+
+
+def nnodes(text: str) -> tuple[int, int | None]:
+    """N, or MIN:MAX for an elastic job."""
+    low, sep, high = text.partition(":")
+    try:
+        return positive(low), positive(high) if sep else None
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
 
 
 class TrainrunParser(argparse.ArgumentParser):
@@ -45,10 +91,10 @@ class TrainrunParser(argparse.ArgumentParser):
         given = getattr(self, "_given", [])
         if self._is_backend_parser():
             backend, options = self, given
-        elif given[:1] and given[0] in BACKENDS:
+        elif given[:1] and given[0] in self._backends():
             backend, options = self._backend_parser(given[0]), given[1:]
         else:
-            return _no_backend(given)
+            return _no_backend(given, list(self._backends()))
         unknown = backend.first_unknown_option(options)
         if unknown is not None:
             return backend.unknown_option(unknown)
@@ -57,9 +103,12 @@ class TrainrunParser(argparse.ArgumentParser):
     def _is_backend_parser(self) -> bool:
         return self._subparsers is None
 
+    def _backends(self) -> dict[str, "TrainrunParser"]:
+        """The subcommands' parsers by name: mpi, torch, spark, doctor, selftest."""
+        return next(a for a in self._actions if isinstance(a, argparse._SubParsersAction)).choices
+
     def _backend_parser(self, name: str) -> "TrainrunParser":
-        action = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
-        return action.choices[name]
+        return self._backends()[name]
 
     def option_strings(self) -> list[str]:
         return [name for action in self._actions for name in action.option_strings]
@@ -124,11 +173,11 @@ class TrainrunParser(argparse.ArgumentParser):
         return f"{_first(names)} {action.metavar or 'VALUE'}: {action.help}"
 
 
-def _no_backend(given: Sequence[str]) -> UsageError:
+def _no_backend(given: Sequence[str], backends: list[str]) -> UsageError:
     first = given[0] if given else ""
-    valid = ", ".join(BACKENDS) + ", e.g. trainrun mpi -np 2 python train.py"
+    valid = ", ".join(backends) + ", e.g. trainrun mpi -np 2 python train.py"
     if first and not first.startswith("-"):
-        close = difflib.get_close_matches(first, BACKENDS, n=1)
+        close = difflib.get_close_matches(first, backends, n=1)
         rule = f"is not a backend; did you mean {close[0]}?" if close else "is not a backend"
         return UsageError("backend", first, rule, valid=valid)
     return UsageError("backend", "", f"is missing before {first}" if first else "is missing", valid=valid)

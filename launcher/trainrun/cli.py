@@ -10,16 +10,17 @@ from typing import Sequence
 
 from . import __version__
 from .advice import oversubscription, unknown_variables
-from .arguments import TrainrunParser
+from .arguments import (TrainrunParser, barrier_seconds, connect_seconds, nnodes, non_negative, nproc, positive,
+                        seconds)
 from .backends import plan_job
-from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import Machine, detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
 from .program import check_program_here, program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
-from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
+from .selftest import add_parser as add_selftest_parser
+from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -31,50 +32,6 @@ EXAMPLES = """examples:
   trainrun doctor                                         # preflight checks
   trainrun selftest                                       # GPUs, allreduce sweeps and torch.compile, measured
 """
-
-
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return int(text)
-
-
-def non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return int(text)
-
-
-def seconds(text: str) -> float:
-    return timeout("--timeout", text)
-
-
-def connect_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 1 <= value <= 300:
-        raise argparse.ArgumentTypeError(f"expected seconds from 1 to 300, got {text!r}")
-    return value
-
-
-def barrier_seconds(text: str) -> float:
-    return timeout("--exit-barrier-timeout", text)
-
-
-def nproc(text: str) -> int | str:
-    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
-    return text if text in NPROC_WORDS else positive(text)
-
-
-def nnodes(text: str) -> tuple[int, int | None]:
-    """N, or MIN:MAX for an elastic job."""
-    low, sep, high = text.partition(":")
-    try:
-        return positive(low), positive(high) if sep else None
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
 
 
 def _option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **kwargs) -> None:
@@ -190,9 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="preflight checks before training",
                             description="Checks versions, GPU driver, NCCL hints and /dev/shm; exits 1 on a blocker.")
     doctor.add_argument("--json", action="store_true", help="the facts and checks as JSON")
-    from .selftest import add_parser as add_selftest_parser  # trainrun/selftest/: the selftest's own options
-
-    add_selftest_parser(sub)
+    add_selftest_parser(sub)  # trainrun/selftest/: the selftest's own options
     return parser
 
 
