@@ -1,4 +1,5 @@
-"""What every rank runs, and the argv that starts it: the sh entry (trainrun.rank.env), or `python -m trainrun.rank`."""
+"""What every rank runs: a script, a module, a pickled function or a command, read from the command line and
+checked on this host (the argv that starts a rank: trainrun.rank.env.rank_argv)."""
 from __future__ import annotations
 
 import importlib.machinery
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from .errors import UsageError
-from .rank.env import shell_rank_argv
 
 Kind = Literal["script", "module", "payload", "exec"]
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
@@ -29,15 +29,6 @@ class Program:
         by program_from_rank_args."""
         flag = {"script": [], "module": ["-m"], "payload": ["--payload"]}[self.kind]
         return [*flag, self.target, *self.args]
-
-    def rank_argv(self, python: str) -> list[str]:
-        """One rank under mpirun or Horovod's Gloo controller: a function payload needs trainrun.rank,
-        anything else runs as a command under the sh entry."""
-        if self.kind == "payload":
-            return [python, "-m", "trainrun.rank", *self.rank_args()]
-        interpreter = self.interpreter or python
-        head = {"script": [interpreter], "module": [interpreter, "-m"], "exec": []}[self.kind]
-        return shell_rank_argv([*head, self.target, *self.args], python)
 
 
 def program_from_rank_args(args: Sequence[str]) -> Program:

@@ -10,7 +10,7 @@ from ..job import MpiJob
 from ..machine import Machine
 from ..plan import Plan, thread_env
 from ..proctree import JOB_ID
-from ..rank.env import SHOW_RANKS
+from ..rank.env import SHOW_RANKS, rank_argv
 from ..remote import RemoteHosts, remote_hosts, resolve_options
 from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, rank_count, rank_list
 
@@ -146,7 +146,7 @@ class MpiPlanner:
                 argv += ["-iface", job.network_interface]
             if tag:
                 argv.append("-prepend-rank")
-        argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
+        argv += [*job.launcher_args, *rank_argv(job.program, machine.python)]
         return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes, run=job.run, remote=remote)
 
 
@@ -167,5 +167,5 @@ class HorovodGlooPlanner:
         if job.output_filename:
             argv += ["--output-filename", job.output_filename]
         # horovodrun prefixes every line with its rank ([0]<stdout>:) itself.
-        argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
+        argv += [*job.launcher_args, *rank_argv(job.program, machine.python)]
         return Plan("horovod-gloo", argv, env, ranks=job.num_processes, run=job.run, remote=remote)
