@@ -8,8 +8,8 @@ import time
 import docker.errors
 from docker.models.containers import Container
 
+from trainrun.image_contract import JUPYTER_PORT
 from trainstack.errors import TrainstackError
-from trainstack.identity import JUPYTER_PORT
 
 # The server's URL as it logs it: its port, path (base URL + lab) and token, `...` when the user gave it one.
 _LOGGED_URL = re.compile(r"http://127\.0\.0\.1:(\d+)(/\S*)\?token=(\w+|\.\.\.)")

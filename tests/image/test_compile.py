@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from trainstack.identity import TRITON_CACHE_DIR
+from trainrun.image_contract import TRITON_CACHE_DIR
 
 # The root filesystem read-only, /tmp a fresh tmpfs (as Kubernetes' readOnlyRootFilesystem with an emptyDir): the
 # user's home cannot be written. exec, since Inductor and Triton load the modules they compile from /tmp.

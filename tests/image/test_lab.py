@@ -14,7 +14,7 @@ import requests
 import tornado.httpclient
 import tornado.websocket
 
-from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
+from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
 from trainstack.lab import host_port, lab_url, logged_token
 
 START_TIMEOUT = 180

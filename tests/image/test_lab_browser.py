@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 import requests
-
 from notebook_checks import check_trainings
 
-from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
+from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
 from trainstack.lab import lab_url
 
 BROWSER_DIR = Path(__file__).parents[1] / "browser"

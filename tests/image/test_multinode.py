@@ -22,11 +22,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from fault_harness import once_more_after_gloo_abort
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack import nodes
-from trainstack.identity import EXAMPLES_DIR, NODES_LABEL
+from trainstack.image.naming import NODES_LABEL
 from trainstack.image.workflows import checkpoint_writers, summary
 from trainstack.nodes.lookup import find_nodes, nodes_containers
 

@@ -3,10 +3,9 @@ the image's user; their saved outputs show the model learned on both ranks and r
 from __future__ import annotations
 
 import pytest
-
 from notebook_checks import NOTEBOOKS, check_trainings, executed_notebook
 
-from trainstack.identity import EXAMPLES_DIR
+from trainrun.image_contract import EXAMPLES_DIR
 
 pytestmark = pytest.mark.timeout(1200)
 

@@ -19,13 +19,13 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-
 from fault_harness import once_more_after_gloo_abort
 from notebook_checks import check_trainings, executed_notebook, shown
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack import localpool as pool
 from trainstack.docker_client import run_container
-from trainstack.identity import EXAMPLES_DIR, POOL_CONF_LABEL, POOL_LABEL
+from trainstack.image.naming import POOL_CONF_LABEL, POOL_LABEL
 from trainstack.image.workflows import summary
 from trainstack.localpool.master import read_master_state
 from trainstack.localpool.specs import driver_kwargs

@@ -20,6 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from pooltemplates import MAX_SHOWN, Problem, parse_assignments
+from trainrun.image_contract import VENV_DIR
 from trainstack.errors import TrainstackError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,11 @@ class Flavor:
     @property
     def prune_globs(self) -> list[str]:
         return [entry["glob"] for entry in self.prune]
+
+    @property
+    def site_packages(self) -> str:
+        """The image venv's site-packages, for the flavor's Python."""
+        return f"{VENV_DIR}/lib/python{self.version('python')}/site-packages"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from trainstack.identity import EXAMPLES_DIR
+from trainrun.image_contract import EXAMPLES_DIR
 
 CHECKPOINTS = "/tmp/checkpoints"
 

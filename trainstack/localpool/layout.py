@@ -12,9 +12,9 @@ from pooltemplates import PoolTemplate, Problem, TemplateError
 from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.structure import template_data
 from pooltemplates.units import scale_size
+from trainrun.image_contract import JUPYTER_PORT, NOTEBOOK_DIR, SPARK_WORKER_DIR
 from trainrun.notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
-from trainstack.identity import (JUPYTER_PORT, NOTEBOOK_DIR, POOL_LABEL, POOL_ROLE_LABEL, SPARK_WORKER_DIR,
-                                 flavor_image)
+from trainstack.image.naming import POOL_LABEL, POOL_ROLE_LABEL, flavor_image
 
 from .security import SPARK_CONF_DIR
 

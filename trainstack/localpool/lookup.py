@@ -11,7 +11,7 @@ from docker.models.containers import Container
 from docker.models.networks import Network
 from docker.models.volumes import Volume
 
-from trainstack.identity import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+from trainstack.image.naming import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT

@@ -13,12 +13,18 @@ from docker.models.containers import Container
 from trainrun.machine import pick_free_port
 from trainstack.console import report
 from trainstack.docker_client import connect, remove_each, require_built_image, share_directory
-from trainstack.identity import POOL_CONF_LABEL
+from trainstack.image.naming import POOL_CONF_LABEL
 
 from .errors import PoolError
 from .layout import MASTER_PORT, MASTER_UI_PORT
-from .lookup import (current_worker_addresses, find_pool, pool_containers, pool_networks, pool_volumes,
-                     record_worker_addresses)
+from .lookup import (
+    current_worker_addresses,
+    find_pool,
+    pool_containers,
+    pool_networks,
+    pool_volumes,
+    record_worker_addresses,
+)
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .notebook import notebook_line, start_notebook
 from .plan import DEFAULT_POOL, pool_plan

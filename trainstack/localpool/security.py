@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from trainstack.identity import IMAGE_USER_UID
+from trainrun.image_contract import IMAGE_USER_UID
 
 SPARK_CONF_DIR = "/etc/trainstack/pool"
 CONF_FILE = "spark-defaults.conf"

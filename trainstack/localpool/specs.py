@@ -5,7 +5,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from pooltemplates import package_file
-from trainstack.identity import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+from trainstack.image.naming import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
 from .layout import work_volume
 from .security import SPARK_CONF_DIR, conf_volume

@@ -20,7 +20,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from trainstack.identity import IMAGE_USER_UID
+from trainrun.image_contract import IMAGE_USER_UID
 
 from .errors import NodesError
 

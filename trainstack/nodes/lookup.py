@@ -9,7 +9,13 @@ import docker
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from trainstack.identity import NODES_KEYS_LABEL, NODES_LABEL, NODES_ROLE_LABEL, NODES_SHARE_LABEL, NODES_SLOTS_LABEL
+from trainstack.image.naming import (
+    NODES_KEYS_LABEL,
+    NODES_LABEL,
+    NODES_ROLE_LABEL,
+    NODES_SHARE_LABEL,
+    NODES_SLOTS_LABEL,
+)
 
 from .errors import NodesError
 

@@ -10,20 +10,10 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from trainrun.image_contract import EXAMPLES_DIR, IMAGE_USER, SSH_KEYS_DIR, SSHD_COMMAND, SSHD_PORT
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
 from trainrun.validate import MAX_RANKS
-from trainstack.identity import (
-    EXAMPLES_DIR,
-    NODES_LABEL,
-    NODES_ROLE_LABEL,
-    NODES_SLOTS_LABEL,
-    SSH_KEYS_DIR,
-    SSHD_COMMAND,
-    SSHD_PORT,
-    check_reference,
-    flavor_image,
-)
-from trainstack.image.dockerfile import IMAGE_USER
+from trainstack.image.naming import NODES_LABEL, NODES_ROLE_LABEL, NODES_SLOTS_LABEL, check_reference, flavor_image
 
 from .errors import NodesError
 

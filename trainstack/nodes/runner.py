@@ -11,9 +11,10 @@ import docker
 import docker.errors
 from docker.models.containers import Container
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack.console import report
 from trainstack.docker_client import connect, remove_each, require_built_image, share_directory
-from trainstack.identity import NODES_KEYS_LABEL
+from trainstack.image.naming import NODES_KEYS_LABEL
 
 from .errors import NodesError
 from .keys import make_keys, remove_keys, write_hostfile, write_known_hosts
@@ -70,7 +71,7 @@ def status(name: str = DEFAULT_NODES, client: docker.DockerClient | None = None)
         lines.append(f"  {worker.name}  {worker.status}  {nodes.address(worker) or '-'}  {ready}")
     lines += ["", f"hosts: -H {nodes.hosts} (--hostfile {HOSTFILE} in a launcher of `nodes.run`)",
               f"run:   invoke nodes.run --name {name} -- trainrun mpi -np {len(nodes.workers) * nodes.slots} "
-              f"-H {nodes.hosts} python /opt/trainstack/examples/horovod_torch_mnist.py"]
+              f"-H {nodes.hosts} python {EXAMPLES_DIR}/horovod_torch_mnist.py"]
     return "\n".join(lines)
 
 

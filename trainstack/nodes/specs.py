@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from trainstack.identity import NODES_KEYS_LABEL, NODES_SHARE_LABEL
+from trainstack.image.naming import NODES_KEYS_LABEL, NODES_SHARE_LABEL
 
 from .plan import SHARE_TARGET
 

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 
 from trainstack.localpool import pool_plan
-from trainstack.localpool.specs import (container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs,
-                                        volume_kwargs)
+from trainstack.localpool.specs import container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs, volume_kwargs
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

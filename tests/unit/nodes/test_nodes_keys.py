@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.identity import IMAGE_USER_UID
+from trainrun.image_contract import IMAGE_USER_UID
 from trainstack.nodes import keys as cluster_keys
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen (openssh-client)")

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from trainrun import image_contract
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
-from trainstack import identity
+from trainstack.image import naming
 from trainstack.nodes import NodesError, nodes_plan
 from trainstack.nodes.plan import launcher_spec
 from trainstack.nodes.specs import launcher_kwargs, network_kwargs, worker_kwargs
@@ -49,7 +50,7 @@ def test_nothing_is_published_and_workers_never_see_the_private_key() -> None:
         assert "ports" not in kwargs and spec["ports"] == []
         assert kwargs["volumes"] == {f"{KEYS}/authorized_keys": {"bind": "/etc/trainstack/ssh/authorized_keys",
                                                                  "mode": "ro"}}
-        assert kwargs["command"] == [identity.SSHD_COMMAND]
+        assert kwargs["command"] == [image_contract.SSHD_COMMAND]
     launcher = launcher_kwargs(launcher_spec("n"), "img", "n", ["true"], "n-launcher-1", KEYS)
     assert "ports" not in launcher and all(volume["mode"] == "ro" for volume in launcher["volumes"].values())
     assert sorted(launcher["volumes"]) == [f"{KEYS}/hostfile", f"{KEYS}/id_ed25519", f"{KEYS}/known_hosts"]
@@ -58,18 +59,18 @@ def test_nothing_is_published_and_workers_never_see_the_private_key() -> None:
 def test_launchers_point_trainrun_at_the_mounted_key_and_host_keys() -> None:
     spec = launcher_spec("n")
     targets = {mount["key_file"]: mount["target"] for mount in spec["mounts"]}
-    assert spec["environment"] == {PORT_ENV: str(identity.SSHD_PORT), IDENTITY_ENV: targets["id_ed25519"],
+    assert spec["environment"] == {PORT_ENV: str(image_contract.SSHD_PORT), IDENTITY_ENV: targets["id_ed25519"],
                                    KNOWN_HOSTS_ENV: targets["known_hosts"]}
 
 
 def test_everything_is_labelled_with_the_clusters_name() -> None:
     plan = nodes_plan(name="ci")
-    assert plan["network"]["labels"] == {identity.NODES_LABEL: "ci"}
+    assert plan["network"]["labels"] == {naming.NODES_LABEL: "ci"}
     kwargs = [worker_kwargs(plan, spec, KEYS) for spec in plan["workers"]]
     kwargs.append(launcher_kwargs(plan["launcher"], "i", "ci", ["true"], "ci-launcher-1", KEYS))
     for entry in kwargs:
-        assert entry["labels"][identity.NODES_LABEL] == "ci" and entry["labels"][identity.NODES_KEYS_LABEL] == str(KEYS)
-    assert [entry["labels"][identity.NODES_ROLE_LABEL] for entry in kwargs] == ["worker", "worker", "launcher"]
+        assert entry["labels"][naming.NODES_LABEL] == "ci" and entry["labels"][naming.NODES_KEYS_LABEL] == str(KEYS)
+    assert [entry["labels"][naming.NODES_ROLE_LABEL] for entry in kwargs] == ["worker", "worker", "launcher"]
 
 
 @pytest.mark.parametrize(("options", "message"), [

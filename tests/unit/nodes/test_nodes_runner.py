@@ -14,7 +14,7 @@ from invoke import Collection, Context
 
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
 from trainstack import nodes
-from trainstack.identity import NODES_KEYS_LABEL
+from trainstack.image.naming import NODES_KEYS_LABEL
 from trainstack.nodes import NodesError
 from trainstack.tasks import nodes as nodes_tasks
 

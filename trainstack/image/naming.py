@@ -1,7 +1,6 @@
-"""What names an image and where things are inside it: image references, the label prefix of every
-label trainstack sets, and the in-image paths that the Dockerfile, the verification, the examples'
-commands and the local pool use, read from trainrun.image_contract, their one copy (the templates' own
-copies are held to it by tests/unit/launcher/test_image_contract.py)."""
+"""What names an image: image references and their grammar, the tags a built image gets (its content tag, its
+flavor's), and the label prefix of every label trainstack sets. Where things are inside an image is
+trainrun.image_contract's."""
 from __future__ import annotations
 
 import re
@@ -9,9 +8,8 @@ from typing import Any
 
 from packaging.version import Version
 
-from trainrun import image_contract
 from trainstack.errors import bad_value
-from trainstack.image.matrix import Flavor, load_matrix
+from trainstack.image.matrix import load_matrix
 
 # Docker's reference grammar (distribution/reference): [HOST[:PORT]/]NAME[/NAME...][:TAG].
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
@@ -32,32 +30,6 @@ NODES_KEYS_LABEL = f"{NODES_LABEL}.keys"
 NODES_SHARE_LABEL = f"{NODES_LABEL}.share"
 NODES_SLOTS_LABEL = f"{NODES_LABEL}.slots"
 
-# In-image paths, ports and names (what each is: trainrun.image_contract, their one copy).
-VENV_DIR = image_contract.VENV_DIR
-MANIFEST_PATH = image_contract.MANIFEST_PATH
-SBOM_PATH = image_contract.SBOM_PATH
-CONSTRAINTS_PATH = image_contract.CONSTRAINTS_PATH
-EXAMPLES_DIR = image_contract.EXAMPLES_DIR
-DISCOVERY_SCRIPT_PATH = image_contract.DISCOVERY_SCRIPT_PATH
-IMAGE_SCRIPTS_DIR = image_contract.IMAGE_SCRIPTS_DIR
-SSHD_COMMAND = image_contract.SSHD_COMMAND
-SSHD_PORT = image_contract.SSHD_PORT
-SSH_KEYS_DIR = image_contract.SSH_KEYS_DIR
-LOGIN_PROFILE_PATH = image_contract.LOGIN_PROFILE_PATH
-SPARK_WORKER_DIR = image_contract.SPARK_WORKER_DIR
-SPARK_LOG_DIR = image_contract.SPARK_LOG_DIR
-IMAGE_USER_UID = image_contract.IMAGE_USER_UID
-IMAGE_HOME = image_contract.IMAGE_HOME
-NOTEBOOK_DIR = image_contract.NOTEBOOK_DIR
-JUPYTER_PORT = image_contract.JUPYTER_PORT
-IPYTHON_EXTENSION = image_contract.IPYTHON_EXTENSION
-TRITON_CACHE_DIR = image_contract.TRITON_CACHE_DIR
-LOCAL_PACKAGE_DIRS = image_contract.LOCAL_PACKAGE_DIRS
-
-
-def site_packages(flavor: Flavor) -> str:
-    """The venv's site-packages in the image, for the flavor's Python."""
-    return f"{VENV_DIR}/lib/python{flavor.version('python')}/site-packages"
 
 
 def image_reference(image_name: str, tag: str, registry: str | None = None) -> str:

@@ -1,9 +1,10 @@
-"""Image identity: one function makes references, and the in-image paths spelled outside the host tooling
-(the templates' YAML) are the ones it names (trainrun reads them: tests/unit/launcher/test_image_contract.py)."""
+"""Image naming: one function makes references; and the in-image path the templates' YAML spells is the
+contract's (trainrun.image_contract; its copies: tests/unit/launcher/test_image_contract.py)."""
 import yaml
 
 from pooltemplates import package_file, packaged_templates
-from trainstack.identity import DISCOVERY_SCRIPT_PATH, flavor_image, image_reference
+from trainrun.image_contract import DISCOVERY_SCRIPT_PATH
+from trainstack.image.naming import flavor_image, image_reference
 
 
 def test_references_with_and_without_a_registry() -> None:
