@@ -15,7 +15,7 @@ from .arguments import (TrainrunParser, barrier_seconds, connect_seconds, nnodes
 from .backends import plan_job
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
-from .machine import Machine, detect_machine
+from .machine import detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
 from .program import check_program_here, program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
@@ -183,12 +183,6 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                     master=args.master, template=args.template, template_set=template_set, conf=conf,
                     use_gpu=args.use_gpu, local_mode=args.local_mode, framework=args.framework,
                     ranks_filter=args.ranks_filter, check_master=not args.dry_run, run=run)
-
-
-def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:
-    args = build_parser().parse_args(argv)
-    job = job_from_args(args)
-    return plan_job(job, machine or detect_machine(args.backend)), args
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -23,11 +23,12 @@ from pathlib import Path
 
 import pytest
 from fault_harness import once_more_after_gloo_abort
+from workflow_checks import checkpoint_writers
 
 from trainrun.image_contract import EXAMPLES_DIR
 from trainstack import nodes
 from trainstack.image.naming import NODES_LABEL
-from trainstack.image.workflows import checkpoint_writers, summary
+from trainstack.image.workflows import summary
 from trainstack.nodes.lookup import find_nodes, nodes_containers
 
 UNITS_DIR = Path(__file__).parent / "units"

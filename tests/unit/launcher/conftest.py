@@ -7,7 +7,8 @@ import types
 
 import pytest
 
-from trainrun.cli import plan_from_argv
+from trainrun.backends import plan_job
+from trainrun.cli import build_parser, job_from_args
 from trainrun.machine import Machine
 from trainrun.plan import Plan
 
@@ -34,7 +35,8 @@ def make_machine(**changes: object) -> Machine:
 
 
 def _plan_for(argv: list[str], **machine_changes: object) -> Plan:
-    return plan_from_argv(argv, make_machine(**machine_changes))[0]
+    """The plan `trainrun ARGV` makes, the way cli.main makes it, on the fixed test machine."""
+    return plan_job(job_from_args(build_parser().parse_args(argv)), make_machine(**machine_changes))
 
 
 @pytest.fixture
