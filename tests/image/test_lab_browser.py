@@ -17,7 +17,7 @@ import requests
 from notebook_checks import check_trainings
 
 from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
-from trainstack.lab import lab_url
+from trainstack.clusters.lab import lab_url
 
 BROWSER_DIR = Path(__file__).parents[1] / "browser"
 NOTEBOOK = Path(__file__).parents[2] / "examples" / "notebooks" / "synapse_torch_estimator.ipynb"

@@ -26,10 +26,10 @@ from fault_harness import once_more_after_gloo_abort
 from workflow_checks import checkpoint_writers
 
 from trainrun.image_contract import EXAMPLES_DIR
-from trainstack import nodes
+from trainstack.clusters import nodes
 from trainstack.image.naming import NODES_LABEL
 from trainstack.image.workflows import summary
-from trainstack.nodes.lookup import find_nodes, nodes_containers
+from trainstack.clusters.nodes.lookup import find_nodes, nodes_containers
 
 UNITS_DIR = Path(__file__).parent / "units"
 RANKS_DIR = Path(__file__).parents[1] / "support" / "ranks"

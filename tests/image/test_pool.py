@@ -23,12 +23,12 @@ from fault_harness import once_more_after_gloo_abort
 from notebook_checks import check_trainings, executed_notebook, shown
 
 from trainrun.image_contract import EXAMPLES_DIR
-from trainstack import localpool as pool
+from trainstack.clusters import pool
 from trainstack.docker_client import run_container
 from trainstack.image.naming import POOL_CONF_LABEL, POOL_LABEL
 from trainstack.image.workflows import summary
-from trainstack.localpool.master import read_master_state
-from trainstack.localpool.specs import driver_kwargs
+from trainstack.clusters.pool.master import read_master_state
+from trainstack.clusters.pool.specs import driver_kwargs
 
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240

@@ -20,9 +20,9 @@ FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"
 POOL_LABEL = f"{LABEL_PREFIX}.pool"
 POOL_ROLE_LABEL = f"{POOL_LABEL}.role"
 POOL_SHARE_LABEL = f"{POOL_LABEL}.share"
-# The host path of a pool's Spark conf, which holds its secret (trainstack/localpool/security.py).
+# The host path of a pool's Spark conf, which holds its secret (trainstack/clusters/pool/security.py).
 POOL_CONF_LABEL = f"{POOL_LABEL}.spark-conf"
-# Multi-node containers of `invoke nodes.up` (trainstack/nodes): the cluster's name, each container's role
+# Multi-node containers of `invoke nodes.up` (trainstack/clusters/nodes): the cluster's name, each container's role
 # (worker, launcher), the host folder of the cluster's ssh keys, and the --share folder.
 NODES_LABEL = f"{LABEL_PREFIX}.nodes"
 NODES_ROLE_LABEL = f"{NODES_LABEL}.role"

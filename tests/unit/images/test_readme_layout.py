@@ -13,7 +13,7 @@ def layout_block() -> str:
 def test_layout_names_every_module_where_it_is() -> None:
     block = layout_block()
     top = block[block.index("trainstack/ "):block.index("  image/")]
-    image = block[block.index("  image/"):block.index("  localpool/")]
+    image = block[block.index("  image/"):block.index("  clusters/")]
     for folder, section in ((REPO / "trainstack", top), (REPO / "trainstack" / "image", image)):
         for module in sorted(folder.glob("*.py")):
             if module.name != "__init__.py":

@@ -5,8 +5,8 @@ import pytest
 from pooltemplates import MAX_SHOWN, Problem
 from trainrun.errors import UsageError
 from trainstack.errors import TrainstackError, bad_value
-from trainstack.localpool.errors import PoolError
-from trainstack.nodes.errors import NodesError
+from trainstack.clusters.pool.errors import PoolError
+from trainstack.clusters.nodes.errors import NodesError
 
 LONG_VALUE = "x" * 10 * MAX_SHOWN
 EXPECTED = Problem("--option", LONG_VALUE, "is too long", "a short value")

@@ -13,9 +13,9 @@ import pytest
 from invoke import Collection, Context
 
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
-from trainstack import nodes
+from trainstack.clusters import nodes
 from trainstack.image.naming import NODES_KEYS_LABEL
-from trainstack.nodes import NodesError
+from trainstack.clusters.nodes import NodesError
 from trainstack.tasks import nodes as nodes_tasks
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen (openssh-client)")
@@ -237,7 +237,7 @@ def test_collection_offers_up_status_run_exec_down() -> None:
     ({"share": "/no/such/dir"}, "error: --share = '/no/such/dir': is not a directory"),
 ])
 def test_up_task_exits_2_naming_the_bad_option_before_docker(options: dict, message: str, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("trainstack.nodes.runner.connect", lambda: pytest.fail("docker was asked"))
+    monkeypatch.setattr("trainstack.clusters.nodes.runner.connect", lambda: pytest.fail("docker was asked"))
     with pytest.raises(SystemExit) as caught:
         nodes_tasks.up(Context(), **options)
     assert caught.value.code == 2

@@ -10,7 +10,7 @@ import yaml
 from docker.models.containers import Container
 
 from trainstack.errors import TrainstackError
-from trainstack.lab import lab_url
+from trainstack.clusters.lab import lab_url
 
 from .specs import notebook_kwargs
 

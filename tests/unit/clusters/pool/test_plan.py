@@ -2,7 +2,7 @@
 import pytest
 
 from pooltemplates import TemplateError
-from trainstack.localpool import PoolError, pool_plan
+from trainstack.clusters.pool import PoolError, pool_plan
 
 
 def test_plan_has_one_master_and_the_asked_workers_with_host_ports() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from trainrun.image_contract import IMAGE_USER_UID
-from trainstack.nodes import keys as cluster_keys
+from trainstack.clusters.nodes import keys as cluster_keys
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen (openssh-client)")
 

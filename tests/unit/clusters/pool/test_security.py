@@ -4,7 +4,7 @@ import stat
 
 import pytest
 
-from trainstack.localpool.security import remove_pool_conf, security_conf, write_pool_conf
+from trainstack.clusters.pool.security import remove_pool_conf, security_conf, write_pool_conf
 
 pytestmark = pytest.mark.unit
 

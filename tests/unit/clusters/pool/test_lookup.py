@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.localpool.lookup import record_worker_addresses, recorded_worker_addresses
+from trainstack.clusters.pool.lookup import record_worker_addresses, recorded_worker_addresses
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from pooltemplates import TemplateError, load_template, packaged_templates
-from trainstack.localpool.layout import pool_layout
+from trainstack.clusters.pool.layout import pool_layout
 
 GOLDEN = Path(__file__).parent / "golden" / "layout"
 

@@ -1,14 +1,14 @@
 """Plans translated into docker SDK arguments, compared with reviewed golden files.
 
-Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/localpool`.
+Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/clusters/pool`.
 """
 import json
 from pathlib import Path
 
 import pytest
 
-from trainstack.localpool import pool_plan
-from trainstack.localpool.specs import container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs, volume_kwargs
+from trainstack.clusters.pool import pool_plan
+from trainstack.clusters.pool.specs import container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs, volume_kwargs
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {

@@ -1,7 +1,7 @@
 """The plan of a multi-node cluster and its docker SDK arguments as data, compared with reviewed golden files;
 bad options refused before docker is asked.
 
-Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/nodes`.
+Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/clusters/nodes`.
 """
 from __future__ import annotations
 
@@ -13,9 +13,9 @@ import pytest
 from trainrun import image_contract
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
 from trainstack.image import naming
-from trainstack.nodes import NodesError, nodes_plan
-from trainstack.nodes.plan import launcher_spec
-from trainstack.nodes.specs import launcher_kwargs, network_kwargs, worker_kwargs
+from trainstack.clusters.nodes import NodesError, nodes_plan
+from trainstack.clusters.nodes.plan import launcher_spec
+from trainstack.clusters.nodes.specs import launcher_kwargs, network_kwargs, worker_kwargs
 
 CASES = {
     "default": {},

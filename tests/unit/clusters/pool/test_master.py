@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.localpool.master import missing_for_ready, status_table, worker_reports
+from trainstack.clusters.pool.master import missing_for_ready, status_table, worker_reports
 
 GOLDEN = Path(__file__).parent / "golden"
 
