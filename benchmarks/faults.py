@@ -114,7 +114,7 @@ def pool_worker_killed_row(image: str) -> dict:
     from trainrun.machine import pick_free_port
     from trainstack import docker_client
     from trainstack.clusters import pool
-    from trainstack.image.naming import POOL_LABEL
+    from trainstack.clusters.pool.layout import POOL_LABEL
 
     client = docker_client.connect()
     name = f"faults-{uuid.uuid4().hex[:6]}"

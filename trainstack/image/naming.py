@@ -17,18 +17,7 @@ REFERENCE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMP
 
 LABEL_PREFIX = "io.trainstack"
 FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"
-POOL_LABEL = f"{LABEL_PREFIX}.pool"
-POOL_ROLE_LABEL = f"{POOL_LABEL}.role"
-POOL_SHARE_LABEL = f"{POOL_LABEL}.share"
-# The host path of a pool's Spark conf, which holds its secret (trainstack/clusters/pool/security.py).
-POOL_CONF_LABEL = f"{POOL_LABEL}.spark-conf"
-# Multi-node containers of `invoke nodes.up` (trainstack/clusters/nodes): the cluster's name, each container's role
-# (worker, launcher), the host folder of the cluster's ssh keys, and the --share folder.
-NODES_LABEL = f"{LABEL_PREFIX}.nodes"
-NODES_ROLE_LABEL = f"{NODES_LABEL}.role"
-NODES_KEYS_LABEL = f"{NODES_LABEL}.keys"
-NODES_SHARE_LABEL = f"{NODES_LABEL}.share"
-NODES_SLOTS_LABEL = f"{NODES_LABEL}.slots"
+# The clusters' labels (trainstack/clusters) are io.trainstack.pool and io.trainstack.nodes.
 
 
 

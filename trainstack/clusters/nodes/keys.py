@@ -14,15 +14,11 @@ One folder per cluster (mode 0700, under the temp dir, named trainstack-nodes-NA
 """
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
-from trainrun.image_contract import IMAGE_USER_UID
-
-from .errors import NodesError
+from trainstack.clusters.containers import ClusterError, give_to_image_user, private_folder, remove_private_folder
 
 PREFIX = "trainstack-nodes-"
 PRIVATE_KEY = "id_ed25519"
@@ -32,20 +28,20 @@ def make_keys(name: str) -> Path:
     """A new folder with the cluster's key pair and empty known_hosts and hostfile; returns its path."""
     keygen = shutil.which("ssh-keygen")
     if keygen is None:
-        raise NodesError("ssh-keygen is not installed on this machine; install the ssh client "
-                         "(apt-get install openssh-client), which makes the cluster's key pair")
-    directory = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{name}-"))
+        raise ClusterError("ssh-keygen is not installed on this machine; install the ssh client "
+                           "(apt-get install openssh-client), which makes the cluster's key pair")
+    directory = private_folder(f"{PREFIX}{name}-")
     try:
         done = subprocess.run([keygen, "-q", "-t", "ed25519", "-N", "", "-C", f"{PREFIX}{name}",
                                "-f", str(directory / PRIVATE_KEY)], stdin=subprocess.DEVNULL, capture_output=True,
                               text=True, timeout=60)
         if done.returncode != 0:
-            raise NodesError(f"ssh-keygen could not make the cluster's key pair: {done.stderr.strip()}")
+            raise ClusterError(f"ssh-keygen could not make the cluster's key pair: {done.stderr.strip()}")
         public = (directory / f"{PRIVATE_KEY}.pub").read_text()
         _write(directory / "authorized_keys", public)
         _write(directory / "known_hosts", "")
         _write(directory / "hostfile", "")
-        _give_to_image_user(directory / PRIVATE_KEY)
+        give_to_image_user(directory / PRIVATE_KEY)
     except BaseException:
         shutil.rmtree(directory, ignore_errors=True)
         raise
@@ -55,16 +51,6 @@ def make_keys(name: str) -> Path:
 def _write(path: Path, text: str) -> None:
     path.write_text(text)
     path.chmod(0o644)
-
-
-def _give_to_image_user(path: Path) -> None:
-    if os.geteuid() == 0:
-        os.chown(path, IMAGE_USER_UID, IMAGE_USER_UID)
-        path.chmod(0o600)
-    elif os.getuid() != IMAGE_USER_UID:
-        # Only root can give the file to the image's user; the 0700 folder still keeps it from the host's other
-        # users, and ssh refuses a readable key only when it belongs to the user running ssh.
-        path.chmod(0o644)
 
 
 def write_known_hosts(directory: Path, host_keys: dict[str, tuple[list[str], str]], port: int) -> None:
@@ -77,11 +63,5 @@ def write_hostfile(directory: Path, workers: list[str], slots: int) -> None:
     _write(directory / "hostfile", "".join(f"{worker} slots={slots}\n" for worker in workers))
 
 
-def is_keys_folder(path: Path) -> bool:
-    """Only a folder make_keys made is ever deleted, whatever a container's label says."""
-    return path.is_absolute() and path.name.startswith(PREFIX) and (path / "authorized_keys").is_file()
-
-
 def remove_keys(path: Path) -> None:
-    if is_keys_folder(path):
-        shutil.rmtree(path, ignore_errors=True)
+    remove_private_folder(path, PREFIX, "authorized_keys")

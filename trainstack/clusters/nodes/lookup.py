@@ -7,17 +7,8 @@ from pathlib import Path
 
 import docker
 from docker.models.containers import Container
-from docker.models.networks import Network
 
-from trainstack.image.naming import (
-    NODES_KEYS_LABEL,
-    NODES_LABEL,
-    NODES_ROLE_LABEL,
-    NODES_SHARE_LABEL,
-    NODES_SLOTS_LABEL,
-)
-
-from .errors import NodesError
+from .plan import NODES, NODES_KEYS_LABEL, NODES_SHARE_LABEL, NODES_SLOTS_LABEL
 
 
 @dataclass(frozen=True)
@@ -39,33 +30,18 @@ class RunningNodes:
         return worker.attrs["NetworkSettings"]["Networks"].get(self.network, {}).get("IPAddress") or None
 
 
-def nodes_containers(client: docker.DockerClient, name: str, role: str | None = None) -> list[Container]:
-    containers = client.containers.list(all=True, filters={"label": f"{NODES_LABEL}={name}"})
-    return [container for container in containers if role is None or container.labels.get(NODES_ROLE_LABEL) == role]
-
-
-def nodes_networks(client: docker.DockerClient, name: str) -> list[Network]:
-    return client.networks.list(filters={"label": f"{NODES_LABEL}={name}"})
-
-
-def nodes_names(client: docker.DockerClient) -> list[str]:
-    return sorted({container.labels[NODES_LABEL]
-                   for container in client.containers.list(all=True, filters={"label": NODES_LABEL})})
-
-
 def _worker_number(container: Container) -> int:
     found = re.search(r"-worker-(\d+)$", container.name)
     return int(found.group(1)) if found else 0
 
 
 def find_nodes(client: docker.DockerClient, name: str) -> RunningNodes:
-    """The cluster called `name`; NodesError naming the clusters there are when it is not up."""
-    workers = sorted(nodes_containers(client, name, "worker"), key=_worker_number)
+    """The cluster called `name`; ClusterError naming the clusters there are when it is not up."""
+    workers = sorted(NODES.containers(client, name, "worker"), key=_worker_number)
     if not workers:
-        others = ", ".join(nodes_names(client)) or "none is up; start one with `invoke nodes.up`"
-        raise NodesError.bad_option("--name", name, "is not a running cluster of nodes", others)
+        raise NODES.not_up(client, name)
     first = workers[0]
-    networks = nodes_networks(client, name)
+    networks = NODES.networks(client, name)
     keys = first.labels.get(NODES_KEYS_LABEL)
     share = first.labels.get(NODES_SHARE_LABEL)
     return RunningNodes(

@@ -7,16 +7,19 @@ container, the network and the cluster's keys.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from trainrun.image_contract import EXAMPLES_DIR, IMAGE_USER, SSH_KEYS_DIR, SSHD_COMMAND, SSHD_PORT
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
 from trainrun.validate import MAX_RANKS
-from trainstack.image.naming import NODES_LABEL, NODES_ROLE_LABEL, NODES_SLOTS_LABEL, check_reference, flavor_image
+from trainstack.clusters.containers import ClusterError, ClusterKind
+from trainstack.image.naming import check_reference, flavor_image
 
-from .errors import NodesError
-
+NODES = ClusterKind("nodes", "cluster of nodes")
+NODES_LABEL, NODES_ROLE_LABEL, NODES_SHARE_LABEL = NODES.label, NODES.role_label, NODES.share_label
+# The host folder of the cluster's ssh keys (keys.py), and each worker's slots.
+NODES_KEYS_LABEL = NODES.sublabel("keys")
+NODES_SLOTS_LABEL = NODES.sublabel("slots")
 DEFAULT_NODES = "trainstack-nodes"
 MAX_WORKERS = 64
 # Where the cluster's key files appear in its containers (host files: keys.py). Workers get the public key
@@ -26,10 +29,6 @@ AUTHORIZED_KEYS = f"{SSH_KEYS_DIR}/authorized_keys"
 IDENTITY_FILE = f"{SSH_KEYS_DIR}/id_ed25519"
 KNOWN_HOSTS = f"{SSH_KEYS_DIR}/known_hosts"
 HOSTFILE = f"{SSH_KEYS_DIR}/hostfile"
-# `up --share DIR` appears here in every container, and is the launchers' working directory.
-SHARE_TARGET = "/job"
-# Docker's rule for container and network names; the cluster's name prefixes both.
-_DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 
 
 def worker_names(name: str, count: int) -> list[str]:
@@ -37,15 +36,13 @@ def worker_names(name: str, count: int) -> list[str]:
 
 
 def nodes_plan(count: int = 2, image: str | None = None, name: str = DEFAULT_NODES, slots: int = 1) -> dict[str, Any]:
-    """The network, workers and launcher of a cluster for these options; raises NodesError on bad input."""
+    """The network, workers and launcher of a cluster for these options; raises ClusterError on bad input."""
     if not isinstance(count, int) or not 1 <= count <= MAX_WORKERS:
-        raise NodesError.bad_option("--count", count, "is not a number of workers", f"1 to {MAX_WORKERS}")
+        raise ClusterError.bad_option("--count", count, "is not a number of workers", f"1 to {MAX_WORKERS}")
     if not isinstance(slots, int) or not 1 <= slots <= MAX_RANKS // MAX_WORKERS:
-        raise NodesError.bad_option("--slots", slots, "is not a number of ranks per worker",
-                                    f"1 to {MAX_RANKS // MAX_WORKERS}")
-    if not _DOCKER_NAME.fullmatch(name) or len(name) > 48:
-        raise NodesError.bad_option("--name", name, "is not a docker name",
-                                    "up to 48 letters, digits, '_', '.' and '-', starting with a letter or digit")
+        raise ClusterError.bad_option("--slots", slots, "is not a number of ranks per worker",
+                                      f"1 to {MAX_RANKS // MAX_WORKERS}")
+    NODES.check_name(name)
     image = check_reference("--image", image) if image else flavor_image("cpu")
     workers = worker_names(name, count)
     hosts = ",".join(f"{worker}:{slots}" for worker in workers)

@@ -12,9 +12,9 @@ from typing import Sequence, TextIO
 import docker
 import docker.errors
 
+from trainstack.clusters.containers import ClusterError
 from trainstack.docker_client import connect, run_container
 
-from .errors import NodesError
 from .lookup import RunningNodes, find_nodes
 from .plan import DEFAULT_NODES, launcher_spec
 from .specs import launcher_kwargs
@@ -31,7 +31,7 @@ def run(command: Sequence[str], name: str = DEFAULT_NODES, client: docker.Docker
     TRAINRUN_SSH_KNOWN_HOSTS point trainrun at them. It is removed when the command ends (or on Ctrl-C, which
     ends the job's ranks on the workers: their daemons lose mpirun)."""
     if not command:
-        raise NodesError.bad_option("command", "", "is missing", f"a command after `--`, e.g. {EXAMPLE}")
+        raise ClusterError.bad_option("command", "", "is missing", f"a command after `--`, e.g. {EXAMPLE}")
     client = client or connect()
     nodes = find_nodes(client, name)
     _check_keys(nodes)
@@ -41,7 +41,7 @@ def run(command: Sequence[str], name: str = DEFAULT_NODES, client: docker.Docker
     try:
         return run_container(client, create, out=out)[0]
     except docker.errors.NotFound:
-        raise NodesError(f"nodes {name!r}: the launcher container {container_name} was removed while the job ran "
+        raise ClusterError(f"nodes {name!r}: the launcher container {container_name} was removed while the job ran "
                          "(`nodes.down`?)") from None
 
 
@@ -62,13 +62,13 @@ def run_on_workers(command: Sequence[str], name: str = DEFAULT_NODES, client: do
     --node-rank {node_rank} --master-addr {master_addr} ...`; each line of output prefixed with the worker's
     name. Returns the first non-zero exit code of a worker, else 0."""
     if not command:
-        raise NodesError.bad_option("command", "", "is missing", "a command after `--`, e.g. -- trainrun torch "
+        raise ClusterError.bad_option("command", "", "is missing", "a command after `--`, e.g. -- trainrun torch "
                                     "--nnodes {nnodes} --node-rank {node_rank} --master-addr {master_addr} train.py")
     client = client or connect()
     nodes = find_nodes(client, name)
     stopped = [worker.name for worker in nodes.workers if worker.status != "running"]
     if stopped:
-        raise NodesError(f"nodes {name!r}: not running: {', '.join(stopped)}; `invoke nodes.down --name {name}` "
+        raise ClusterError(f"nodes {name!r}: not running: {', '.join(stopped)}; `invoke nodes.down --name {name}` "
                          "and up again")
     codes: dict[str, int] = {}
     lock = threading.Lock()
@@ -104,5 +104,5 @@ def _exec(client: docker.DockerClient, container_id: str, worker: str, command: 
 
 def _check_keys(nodes: RunningNodes) -> None:
     if nodes.keys is None or not (nodes.keys / "known_hosts").is_file():
-        raise NodesError(f"nodes {nodes.name!r}: its keys are gone from this machine ({nodes.keys}); "
+        raise ClusterError(f"nodes {nodes.name!r}: its keys are gone from this machine ({nodes.keys}); "
                          f"`invoke nodes.down --name {nodes.name}` and up again")

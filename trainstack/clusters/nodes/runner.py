@@ -8,21 +8,18 @@ from pathlib import Path
 from typing import Any, Callable
 
 import docker
-import docker.errors
 from docker.models.containers import Container
 
 from trainrun.image_contract import EXAMPLES_DIR
+from trainstack.clusters.containers import ClusterError, network_kwargs, removed_on_failure
 from trainstack.console import report
-from trainstack.docker_client import connect, remove_each, require_built_image, share_directory
-from trainstack.image.naming import NODES_KEYS_LABEL
+from trainstack.docker_client import connect, require_built_image, share_directory
 
-from .errors import NodesError
 from .keys import make_keys, remove_keys, write_hostfile, write_known_hosts
-from .lookup import find_nodes, nodes_containers, nodes_networks
-from .plan import DEFAULT_NODES, HOSTFILE, nodes_plan
-from .specs import network_kwargs, worker_kwargs
+from .lookup import find_nodes
+from .plan import DEFAULT_NODES, HOSTFILE, NODES, NODES_KEYS_LABEL, nodes_plan
+from .specs import worker_kwargs
 
-LOG_LINES_ON_FAILURE = 8
 # What trainstack-sshd prints at start, and sshd once it listens.
 HOST_KEY_LINE = re.compile(r"^trainstack-sshd: host key (\S+ \S+)", re.MULTILINE)
 LISTENING_LINE = "Server listening on"
@@ -34,14 +31,16 @@ def up(count: int = 2, image: str | None = None, name: str = DEFAULT_NODES, slot
     """Start the workers and wait until every one's sshd listens; returns the plan. On any failure (or Ctrl-C)
     removes everything it made (containers, network, keys) before raising."""
     plan = nodes_plan(count, image, name, slots)
-    share_dir = share_directory(share, NodesError.bad_option)
+    share_dir = share_directory(share, ClusterError.bad_option)
     client = client or connect()
-    require_built_image(client, plan["image"], NodesError.bad_option)
-    if nodes_containers(client, name) or nodes_networks(client, name):
-        raise NodesError.bad_option("--name", name, "is already up",
-                                    f"another name, or `invoke nodes.down --name {name}` first")
+    require_built_image(client, plan["image"], ClusterError.bad_option)
+    NODES.refuse_if_up(client, name)
     keys = make_keys(name)
-    try:
+
+    def docker_failure(err: docker.errors.APIError) -> ClusterError:
+        return ClusterError(f"nodes {name!r}: docker failed: {err.explanation or err}; removed what was made")
+
+    with removed_on_failure(lambda: _remove(client, name, keys), docker_failure):
         client.networks.create(**network_kwargs(plan))
         for spec in plan["workers"]:
             client.containers.create(**worker_kwargs(plan, spec, keys, share_dir)).start()
@@ -52,12 +51,6 @@ def up(count: int = 2, image: str | None = None, name: str = DEFAULT_NODES, slot
         write_known_hosts(keys, {worker: (names[worker], key) for worker, key in host_keys.items()},
                           plan["ssh"]["port"])
         write_hostfile(keys, [spec["name"] for spec in plan["workers"]], slots)
-    except docker.errors.APIError as err:
-        _remove(client, name, keys)
-        raise NodesError(f"nodes {name!r}: docker failed: {err.explanation or err}; removed what was made") from None
-    except BaseException:
-        _remove(client, name, keys)
-        raise
     return plan
 
 
@@ -82,11 +75,10 @@ def down(name: str = DEFAULT_NODES, client: docker.DockerClient | None = None) -
 
 
 def _remove(client: docker.DockerClient, name: str, keys: Path | None = None) -> list[str]:
-    containers = nodes_containers(client, name)
     folders = {keys} if keys else set()
-    folders |= {Path(container.labels[NODES_KEYS_LABEL]) for container in containers
+    folders |= {Path(container.labels[NODES_KEYS_LABEL]) for container in NODES.containers(client, name)
                 if NODES_KEYS_LABEL in container.labels}
-    removed = remove_each(containers, force=True) + remove_each(nodes_networks(client, name))
+    removed = NODES.remove(client, name)
     for folder in folders:
         remove_keys(folder)
     return removed
@@ -103,10 +95,8 @@ def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout
     host_keys: dict[str, str] = {}
     names = [spec["name"] for spec in plan["workers"]]
     while time.monotonic() < deadline:
-        for container in nodes_containers(client, plan["nodes"], "worker"):
-            if container.status in ("exited", "dead"):
-                raise NodesError(f"nodes {plan['nodes']!r}: worker {container.name} exited with code "
-                                 f"{container.attrs['State']['ExitCode']}; removed the cluster.\n{_log_tail(container)}")
+        NODES.check_none_exited(client, plan["nodes"])
+        for container in NODES.containers(client, plan["nodes"], "worker"):
             logs = _logs(container)
             found = HOST_KEY_LINE.search(logs)
             if found and LISTENING_LINE in logs and container.name not in host_keys:
@@ -116,11 +106,5 @@ def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout
             return {name: host_keys[name] for name in names}
         time.sleep(0.5)
     waiting = ", ".join(name for name in names if name not in host_keys)
-    logs = "\n".join(_log_tail(container) for container in nodes_containers(client, plan["nodes"], "worker"))
-    raise NodesError(f"nodes {plan['nodes']!r}: sshd not listening after {timeout:.0f}s on {waiting}; "
-                     f"removed the cluster.\n{logs}")
-
-
-def _log_tail(container: Container) -> str:
-    lines = container.logs(tail=LOG_LINES_ON_FAILURE).decode(errors="replace").rstrip()
-    return f"--- last lines of {container.name}:\n{lines}"
+    raise ClusterError(f"nodes {plan['nodes']!r}: sshd not listening after {timeout:.0f}s on {waiting}; "
+                       f"removed the cluster.\n{NODES.log_tails(client, plan['nodes'], 'worker')}")

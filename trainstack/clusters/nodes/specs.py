@@ -1,28 +1,20 @@
-"""Plan entries translated into docker SDK arguments (`networks.create`, `containers.create`). No entry has
-`ports`: nothing of a cluster is published on the host."""
+"""Plan entries translated into docker SDK arguments (`containers.create`). No entry has `ports`: nothing of a
+cluster is published on the host."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
-from trainstack.image.naming import NODES_KEYS_LABEL, NODES_SHARE_LABEL
+from trainstack.clusters.containers import SHARE_TARGET, container_kwargs, share_volume
 
-from .plan import SHARE_TARGET
-
-# Docker's 64 MiB /dev/shm is too small for PyTorch data loaders and Horovod's shared memory.
-SHM_SIZE = "1g"
-
-
-def network_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
-    network = plan["network"]
-    return {"name": network["name"], "driver": "bridge", "labels": network["labels"]}
+from .plan import NODES_KEYS_LABEL, NODES_SHARE_LABEL
 
 
 def _volumes(spec: dict[str, Any], keys: Path, share: Path | None) -> dict[str, dict[str, str]]:
     volumes = {str(keys / mount["key_file"]): {"bind": mount["target"], "mode": "ro" if mount["read_only"] else "rw"}
                for mount in spec["mounts"]}
     if share is not None:
-        volumes[str(share)] = {"bind": SHARE_TARGET, "mode": "ro"}
+        volumes.update(share_volume(share))
     return volumes
 
 
@@ -35,36 +27,16 @@ def _labels(spec: dict[str, Any], keys: Path, share: Path | None) -> dict[str, s
 
 def worker_kwargs(plan: dict[str, Any], spec: dict[str, Any], keys: Path, share: Path | None = None) -> dict[str, Any]:
     """Arguments for `containers.create` of a worker: trainstack-sshd with the cluster's public key."""
-    return {
-        "image": plan["image"],
-        "name": spec["name"],
-        "hostname": spec["hostname"],
-        "command": spec["command"],
-        "environment": spec["environment"],
-        "labels": _labels(spec, keys, share),
-        "volumes": _volumes(spec, keys, share),
-        "network": plan["network"]["name"],
-        "shm_size": SHM_SIZE,
-        "detach": True,
-    }
+    return container_kwargs(plan["image"], spec["name"], spec["command"], plan["network"]["name"],
+                            _labels(spec, keys, share), _volumes(spec, keys, share), environment=spec["environment"])
 
 
 def launcher_kwargs(spec: dict[str, Any], image: str, network: str, command: list[str], container_name: str,
                     keys: Path, share: Path | None = None) -> dict[str, Any]:
     """A launcher: a container of the cluster's image on its network running `command` with the cluster's
     private key, the workers' host keys and hostfile, and trainrun's TRAINRUN_SSH_* set to them."""
-    kwargs: dict[str, Any] = {
-        "image": image,
-        "name": container_name,
-        "hostname": container_name,
-        "command": command,
-        "environment": dict(spec["environment"]),
-        "labels": _labels(spec, keys, share),
-        "volumes": _volumes(spec, keys, share),
-        "network": network,
-        "shm_size": SHM_SIZE,
-        "detach": True,
-    }
+    options: dict[str, Any] = {"environment": dict(spec["environment"])}
     if share is not None:
-        kwargs["working_dir"] = SHARE_TARGET
-    return kwargs
+        options["working_dir"] = SHARE_TARGET
+    return container_kwargs(image, container_name, command, network, _labels(spec, keys, share),
+                            _volumes(spec, keys, share), **options)

@@ -14,10 +14,15 @@ from pooltemplates.structure import template_data
 from pooltemplates.units import scale_size
 from trainrun.image_contract import JUPYTER_PORT, NOTEBOOK_DIR, SPARK_WORKER_DIR
 from trainrun.notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
-from trainstack.image.naming import POOL_LABEL, POOL_ROLE_LABEL, flavor_image
+from trainstack.clusters.containers import ClusterKind
+from trainstack.image.naming import flavor_image
 
 from .security import SPARK_CONF_DIR
 
+POOL = ClusterKind("pool", "pool")
+POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL = POOL.label, POOL.role_label, POOL.share_label
+# The host path of a pool's Spark conf, which holds its secret (security.py).
+POOL_CONF_LABEL = POOL.sublabel("spark-conf")
 MASTER_PORT = 7077
 MASTER_UI_PORT = 8080
 GPU_MODES = ("placeholder", "nvidia")

@@ -6,15 +6,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import docker
-import docker.errors
 from docker.models.containers import Container
-from docker.models.networks import Network
-from docker.models.volumes import Volume
 
-from trainstack.image.naming import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+from trainstack.clusters.containers import ClusterError
 
-from .errors import PoolError
-from .layout import MASTER_PORT, MASTER_UI_PORT
+from .layout import MASTER_PORT, MASTER_UI_PORT, POOL, POOL_CONF_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
 
 
 @dataclass(frozen=True)
@@ -64,33 +60,15 @@ def recorded_worker_addresses(spark_conf: Path) -> dict[str, str]:
         return {}
 
 
-def pool_containers(client: docker.DockerClient, name: str) -> list[Container]:
-    return client.containers.list(all=True, filters={"label": f"{POOL_LABEL}={name}"})
-
-
-def pool_networks(client: docker.DockerClient, name: str) -> list[Network]:
-    return client.networks.list(filters={"label": f"{POOL_LABEL}={name}"})
-
-
-def pool_volumes(client: docker.DockerClient, name: str) -> list[Volume]:
-    return client.volumes.list(filters={"label": f"{POOL_LABEL}={name}"})
-
-
-def pool_names(client: docker.DockerClient) -> list[str]:
-    return sorted({container.labels[POOL_LABEL]
-                   for container in client.containers.list(all=True, filters={"label": POOL_LABEL})})
-
-
 def find_pool(client: docker.DockerClient, name: str) -> RunningPool:
-    """The running pool called `name`; PoolError naming the pools there are when it is not up."""
-    containers = pool_containers(client, name)
+    """The running pool called `name`; ClusterError naming the pools there are when it is not up."""
+    containers = POOL.containers(client, name)
     masters = [container for container in containers if container.labels.get(POOL_ROLE_LABEL) == "master"]
     if not masters:
-        others = ", ".join(pool_names(client)) or "none is up; start one with `invoke pool.up`"
-        raise PoolError.bad_option("--name", name, "is not a running pool", others)
+        raise POOL.not_up(client, name)
     master = masters[0]
     if master.status != "running":
-        raise PoolError(f"pool {name!r}: its master container {master.name} is {master.status}; "
+        raise ClusterError(f"pool {name!r}: its master container {master.name} is {master.status}; "
                         f"remove the pool with `invoke pool.down --name {name}` and start it again")
     network = next(iter(master.attrs["NetworkSettings"]["Networks"]))
     share = master.labels.get(POOL_SHARE_LABEL)

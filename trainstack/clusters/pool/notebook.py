@@ -9,8 +9,8 @@ import docker
 import yaml
 from docker.models.containers import Container
 
-from trainstack.errors import TrainstackError
 from trainstack.clusters.lab import lab_url
+from trainstack.errors import TrainstackError
 
 from .specs import notebook_kwargs
 

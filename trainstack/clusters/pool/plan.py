@@ -2,17 +2,14 @@
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Any
 
 from pooltemplates import TemplateError, load_template
+from trainstack.clusters.containers import ClusterError
 
-from .errors import PoolError
-from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, pool_layout
+from .layout import GPU_MODES, MASTER_PORT, MASTER_UI_PORT, POOL, pool_layout
 
 DEFAULT_POOL = "trainstack-pool"
-# Docker's rule for container and network names; the pool name prefixes both.
-_DOCKER_NAME = re.compile(r"[a-zA-Z0-9][a-zA-Z0-9_.-]*")
 # Template fields the runner's options set, named as the options in errors.
 _OPTIONS = {"template": "--template", "nodes": "--workers", "executor.instances": "--workers"}
 
@@ -21,25 +18,23 @@ def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None 
               gpus: str = "placeholder", name: str = DEFAULT_POOL, master_port: int = MASTER_PORT,
               ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None) -> dict[str, Any]:
     """The pool layout of a template for these options (with a notebook when `notebook_port` is given); raises
-    PoolError or TemplateError on bad input."""
+    ClusterError or TemplateError on bad input."""
     if workers < 1:
-        raise PoolError.bad_option("--workers", workers, "must be at least 1", "a whole number >= 1")
+        raise ClusterError.bad_option("--workers", workers, "must be at least 1", "a whole number >= 1")
     if gpus not in GPU_MODES:
-        raise PoolError.bad_option("--gpus", gpus, "is not a GPU mode", " or ".join(GPU_MODES))
-    if not _DOCKER_NAME.fullmatch(name):
-        raise PoolError.bad_option("--name", name, "is not a docker name",
-                                   "letters, digits, '_', '.' and '-', starting with a letter or digit")
+        raise ClusterError.bad_option("--gpus", gpus, "is not a GPU mode", " or ".join(GPU_MODES))
+    POOL.check_name(name)
     ports = {"--master-port": master_port, "--ui-port": ui_port}
     if notebook_port is not None:
         ports["--notebook-port"] = notebook_port
     for option, port in ports.items():
         if not 1 <= port <= 65535:
-            raise PoolError.bad_option(option, port, "is not a TCP port", "1 to 65535")
+            raise ClusterError.bad_option(option, port, "is not a TCP port", "1 to 65535")
     for index, (option, port) in enumerate(ports.items()):
         earlier = [other for other, taken in list(ports.items())[:index] if taken == port]
         if earlier:
-            raise PoolError.bad_option(option, port, f"is the same port as {earlier[0]}",
-                                       f"a port other than {earlier[0]}")
+            raise ClusterError.bad_option(option, port, f"is the same port as {earlier[0]}",
+                                          f"a port other than {earlier[0]}")
     try:
         loaded = load_template(template, {"nodes": str(workers), "executor.instances": str(workers)})
     except TemplateError as err:

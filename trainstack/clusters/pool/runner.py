@@ -8,30 +8,19 @@ from typing import Any, Callable
 
 import docker
 import docker.errors
-from docker.models.containers import Container
 
 from trainrun.machine import pick_free_port
+from trainstack.clusters.containers import ClusterError, network_kwargs, removed_on_failure
 from trainstack.console import report
-from trainstack.docker_client import connect, remove_each, require_built_image, share_directory
-from trainstack.image.naming import POOL_CONF_LABEL
+from trainstack.docker_client import connect, require_built_image, share_directory
 
-from .errors import PoolError
-from .layout import MASTER_PORT, MASTER_UI_PORT
-from .lookup import (
-    current_worker_addresses,
-    find_pool,
-    pool_containers,
-    pool_networks,
-    pool_volumes,
-    record_worker_addresses,
-)
+from .layout import MASTER_PORT, MASTER_UI_PORT, POOL, POOL_CONF_LABEL
+from .lookup import current_worker_addresses, find_pool, record_worker_addresses
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
 from .notebook import notebook_line, start_notebook
 from .plan import DEFAULT_POOL, pool_plan
 from .security import remove_pool_conf, write_pool_conf
-from .specs import container_kwargs, network_kwargs, volume_kwargs
-
-LOG_LINES_ON_FAILURE = 8
+from .specs import container_kwargs, volume_kwargs
 
 
 def up(template: str = "local-pool", workers: int = 2, image: str | None = None, gpus: str = "placeholder",
@@ -45,18 +34,21 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
     On any failure (or Ctrl-C) removes everything it created before raising. `progress` gets a line per step.
     """
     plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port, notebook_port)
-    share_dir = share_directory(share, PoolError.bad_option)
+    share_dir = share_directory(share, ClusterError.bad_option)
     client = client or connect()
-    require_built_image(client, plan["image"], PoolError.bad_option)
-    if pool_containers(client, name) or pool_networks(client, name) or pool_volumes(client, name):
-        raise PoolError.bad_option("--name", name, "is already up",
-                                   f"another name, or `invoke pool.down --name {name}` first")
+    require_built_image(client, plan["image"], ClusterError.bad_option)
+    POOL.refuse_if_up(client, name)
     _check_port_free("--master-port", master_port)
     _check_port_free("--ui-port", ui_port)
     if notebook_port is not None:
         _check_port_free("--notebook-port", notebook_port)
     spark_conf = write_pool_conf(name)
-    try:
+
+    def remove() -> None:
+        _remove(client, name)
+        remove_pool_conf(spark_conf)
+
+    with removed_on_failure(remove, lambda err: _docker_failure(err, plan)):
         client.networks.create(**network_kwargs(plan))
         client.volumes.create(**volume_kwargs(plan))
         for spec in (plan["master"], *plan["workers"]):
@@ -68,14 +60,6 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
         record_worker_addresses(spark_conf, current_worker_addresses(workers, plan["network"]["name"]))
         if plan["notebook"] is not None:
             plan = {**plan, "notebook_url": start_notebook(client, plan, share_dir, spark_conf, timeout, progress)}
-    except docker.errors.APIError as err:
-        _remove(client, name)
-        remove_pool_conf(spark_conf)
-        raise _docker_failure(err, plan) from None
-    except BaseException:
-        _remove(client, name)
-        remove_pool_conf(spark_conf)
-        raise
     return plan
 
 
@@ -85,7 +69,7 @@ def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) 
     try:
         state = read_master_state(pool.ui_url)
     except MasterUnreachable as err:
-        raise PoolError(f"pool {name!r}: the master does not answer: {err}") from None
+        raise ClusterError(f"pool {name!r}: the master does not answer: {err}") from None
     lines = [
         f"pool {name}: image {pool.image}, network {pool.network}, UI {pool.ui_url}",
         f"master: {pool.master_url} (host), {pool.network_master_url} (pool network)",
@@ -108,9 +92,8 @@ def down(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) ->
 
 
 def _remove(client: docker.DockerClient, name: str) -> list[str]:
-    containers = pool_containers(client, name)
-    removed = (remove_each(containers, force=True) + remove_each(pool_networks(client, name))
-               + remove_each(pool_volumes(client, name), force=True))
+    containers = POOL.containers(client, name)
+    removed = POOL.remove(client, name)
     # Every container of a pool names the same conf file.
     for spark_conf in {container.labels[POOL_CONF_LABEL] for container in containers
                        if POOL_CONF_LABEL in container.labels}:
@@ -125,8 +108,8 @@ def _check_port_free(option: str, port: int) -> None:
         try:
             probe.bind(("127.0.0.1", port))
         except OSError:
-            raise PoolError.bad_option(option, port, "is already in use on 127.0.0.1",
-                                       f"a free port, e.g. {pick_free_port('127.0.0.1')}") from None
+            raise ClusterError.bad_option(option, port, "is already in use on 127.0.0.1",
+                                          f"a free port, e.g. {pick_free_port('127.0.0.1')}") from None
 
 
 def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout: float,
@@ -136,7 +119,7 @@ def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout
     deadline = time.monotonic() + timeout
     missing, reported = "the master has not answered", None
     while time.monotonic() < deadline:
-        _check_running(client, plan["pool"])
+        POOL.check_none_exited(client, plan["pool"])
         try:
             missing = missing_for_ready(read_master_state(plan["ui_url"]), workers, gpus)
         except MasterUnreachable:
@@ -148,29 +131,17 @@ def _wait_until_ready(client: docker.DockerClient, plan: dict[str, Any], timeout
             progress(f"pool {plan['pool']}: waiting: {missing}")
             reported = missing
         time.sleep(1)
-    logs = "\n".join(_log_tail(container) for container in pool_containers(client, plan["pool"]))
-    raise PoolError(f"pool {plan['pool']!r} not ready after {timeout:.0f}s: {missing}; removed it.\n{logs}")
+    raise ClusterError(f"pool {plan['pool']!r} not ready after {timeout:.0f}s: {missing}; removed it.\n"
+                       f"{POOL.log_tails(client, plan['pool'])}")
 
 
-def _check_running(client: docker.DockerClient, name: str) -> None:
-    for container in pool_containers(client, name):
-        if container.status in ("exited", "dead"):
-            raise PoolError(f"pool {name!r}: container {container.name} exited with code "
-                            f"{container.attrs['State']['ExitCode']}; removed the pool.\n{_log_tail(container)}")
-
-
-def _log_tail(container: Container) -> str:
-    lines = container.logs(tail=LOG_LINES_ON_FAILURE).decode(errors="replace").rstrip()
-    return f"--- last lines of {container.name}:\n{lines}"
-
-
-def _docker_failure(err: docker.errors.APIError, plan: dict[str, Any]) -> PoolError:
+def _docker_failure(err: docker.errors.APIError, plan: dict[str, Any]) -> ClusterError:
     text = str(err.explanation or err)
     if "port is already allocated" in text or "address already in use" in text:
         ports = ", ".join(str(port["host"]) for port in plan["master"]["ports"])
-        return PoolError.bad_option("--master-port/--ui-port", ports, f"cannot be published ({text})",
-                                    "ports free on 127.0.0.1")
+        return ClusterError.bad_option("--master-port/--ui-port", ports, f"cannot be published ({text})",
+                                       "ports free on 127.0.0.1")
     if "could not select device driver" in text:
-        return PoolError.bad_option("--gpus", plan["gpus"], f"needs the NVIDIA container runtime ({text})",
-                                    "placeholder on machines without it")
-    return PoolError(f"pool {plan['pool']!r}: docker failed: {text}; removed the pool")
+        return ClusterError.bad_option("--gpus", plan["gpus"], f"needs the NVIDIA container runtime ({text})",
+                                       "placeholder on machines without it")
+    return ClusterError(f"pool {plan['pool']!r}: docker failed: {text}; removed the pool")

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import os
 import secrets
-import shutil
-import tempfile
 from pathlib import Path
 
-from trainrun.image_contract import IMAGE_USER_UID
+from trainstack.clusters.containers import give_to_image_user, private_folder, remove_private_folder
 
 SPARK_CONF_DIR = "/etc/trainstack/pool"
 CONF_FILE = "spark-defaults.conf"
+PREFIX = "trainstack-pool-"
 
 
 def security_conf(secret: str) -> dict[str, str]:
@@ -33,22 +32,17 @@ def security_conf(secret: str) -> dict[str, str]:
 
 def write_pool_conf(pool_name: str) -> Path:
     """A new secret in a new conf file; returns its host path."""
-    directory = Path(tempfile.mkdtemp(prefix=f"trainstack-pool-{pool_name}-"))
-    path = directory / CONF_FILE
+    path = private_folder(f"{PREFIX}{pool_name}-") / CONF_FILE
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w") as conf:
         conf.writelines(f"{key} {value}\n" for key, value in security_conf(secrets.token_hex(32)).items())
-    if os.geteuid() == 0:
-        os.chown(path, IMAGE_USER_UID, IMAGE_USER_UID)
-    else:
-        # Only root can give the file to the image's user; the 0700 directory still keeps it from
-        # every other user of the host.
-        os.chmod(path, 0o644)
+    give_to_image_user(path)
     return path
 
 
 def remove_pool_conf(path: Path) -> None:
-    shutil.rmtree(path.parent, ignore_errors=True)
+    """Removes the conf's private folder (with the pool's notebook template beside it)."""
+    remove_private_folder(path.parent, PREFIX, CONF_FILE)
 
 
 def conf_volume(path: Path) -> dict[str, dict[str, str]]:

@@ -1,24 +1,15 @@
-"""Plan entries translated into docker SDK arguments (`networks.create`, `containers.create`)."""
+"""Plan entries translated into docker SDK arguments (`networks.create`, `volumes.create`, `containers.create`)."""
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any, Callable
 
 from pooltemplates import package_file
-from trainstack.image.naming import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL
+from trainstack.clusters.containers import SHARE_TARGET, share_volume
+from trainstack.clusters.containers import container_kwargs as cluster_container_kwargs
 
-from .layout import work_volume
+from .layout import POOL_CONF_LABEL, POOL_LABEL, POOL_ROLE_LABEL, POOL_SHARE_LABEL, work_volume
 from .security import SPARK_CONF_DIR, conf_volume
-
-# Where `up --share DIR` appears in every container of the pool, and the label that remembers DIR.
-SHARE_TARGET = "/job"
-# Docker's 64 MiB /dev/shm is too small for PyTorch data loaders and Horovod's shared memory.
-SHM_SIZE = "1g"
-
-
-def network_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
-    network = plan["network"]
-    return {"name": network["name"], "driver": "bridge", "labels": network["labels"]}
 
 
 def volume_kwargs(plan: dict[str, Any]) -> dict[str, Any]:
@@ -36,28 +27,20 @@ def container_kwargs(plan: dict[str, Any], spec: dict[str, Any], share: Path | N
         volumes[plan["work_volume"]["name"]] = {"bind": plan["work_volume"]["target"], "mode": "rw"}
     labels = dict(spec["labels"])
     if share is not None:
-        volumes[str(share)] = {"bind": SHARE_TARGET, "mode": "ro"}
+        volumes.update(share_volume(share))
         labels[POOL_SHARE_LABEL] = str(share)
     if spark_conf is not None:
         volumes.update(conf_volume(spark_conf))
         labels[POOL_CONF_LABEL] = str(spark_conf)
-    kwargs: dict[str, Any] = {
-        "image": plan["image"],
-        "name": spec["name"],
-        "hostname": spec["hostname"],
-        "command": spec["command"],
+    options: dict[str, Any] = {
         "environment": spec["environment"],
-        "labels": labels,
-        "volumes": volumes,
         "ports": {f"{port['container']}/tcp": (port["host_ip"], port["host"]) for port in spec["ports"]},
-        "network": plan["network"]["name"],
-        "shm_size": SHM_SIZE,
-        "detach": True,
     }
     if spec.get("gpu_device_ids"):
-        kwargs["device_requests"] = [
+        options["device_requests"] = [
             {"driver": "nvidia", "device_ids": spec["gpu_device_ids"], "capabilities": [["gpu"]]}]
-    return kwargs
+    return cluster_container_kwargs(plan["image"], spec["name"], spec["command"], plan["network"]["name"], labels,
+                                    volumes, **options)
 
 
 def notebook_kwargs(plan: dict[str, Any], share: Path | None, spark_conf: Path, template_file: Path) -> dict[str, Any]:
@@ -77,21 +60,10 @@ def driver_kwargs(pool_name: str, image: str, network: str, command: list[str], 
     work = work_volume(pool_name)
     volumes = {work["name"]: {"bind": work["target"], "mode": "rw"}}
     if share is not None:
-        volumes[str(share)] = {"bind": SHARE_TARGET, "mode": "ro"}
+        volumes.update(share_volume(share))
+    options: dict[str, Any] = {"working_dir": SHARE_TARGET if share is not None else work["target"]}
     if spark_conf is not None:
         volumes.update(conf_volume(spark_conf))
-    kwargs: dict[str, Any] = {
-        "image": image,
-        "name": container_name,
-        "hostname": container_name,
-        "command": command,
-        "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "driver"},
-        "network": network,
-        "shm_size": SHM_SIZE,
-        "volumes": volumes,
-        "working_dir": SHARE_TARGET if share is not None else work["target"],
-        "detach": True,
-    }
-    if spark_conf is not None:
-        kwargs["environment"] = {"SPARK_CONF_DIR": SPARK_CONF_DIR}
-    return kwargs
+        options["environment"] = {"SPARK_CONF_DIR": SPARK_CONF_DIR}
+    return cluster_container_kwargs(image, container_name, command, network,
+                                    {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "driver"}, volumes, **options)

@@ -8,9 +8,9 @@ from typing import Sequence, TextIO
 import docker
 import docker.errors
 
+from trainstack.clusters.containers import ClusterError
 from trainstack.docker_client import connect, run_container
 
-from .errors import PoolError
 from .lookup import find_pool
 from .plan import DEFAULT_POOL
 from .specs import driver_kwargs
@@ -22,7 +22,7 @@ def submit(command: Sequence[str], name: str = DEFAULT_POOL, client: docker.Dock
            out: TextIO = sys.stdout) -> int:
     """Run `command` in a container of the pool's image on the pool network; returns its exit code."""
     if not command:
-        raise PoolError.bad_option("command", "", "is missing", f"a command after `--`, e.g. {EXAMPLE}")
+        raise ClusterError.bad_option("command", "", "is missing", f"a command after `--`, e.g. {EXAMPLE}")
     client = client or connect()
     pool = find_pool(client, name)
     container_name = f"{name}-driver-{uuid.uuid4().hex[:8]}"
@@ -31,5 +31,5 @@ def submit(command: Sequence[str], name: str = DEFAULT_POOL, client: docker.Dock
     try:
         return run_container(client, create, out=out)[0]
     except docker.errors.NotFound:
-        raise PoolError(f"pool {name!r}: the driver container {container_name} was removed while the job ran "
+        raise ClusterError(f"pool {name!r}: the driver container {container_name} was removed while the job ran "
                         "(`pool.down`?)") from None

@@ -73,5 +73,5 @@ def test_only_a_keys_folder_is_ever_removed(tmp_path: Path, folder: Path) -> Non
 
 def test_without_ssh_keygen_it_says_what_to_install(monkeypatch) -> None:
     monkeypatch.setattr(cluster_keys.shutil, "which", lambda name: None)
-    with pytest.raises(cluster_keys.NodesError, match="apt-get install openssh-client"):
+    with pytest.raises(cluster_keys.ClusterError, match="apt-get install openssh-client"):
         cluster_keys.make_keys("ci")

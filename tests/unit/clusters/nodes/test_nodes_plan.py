@@ -12,10 +12,10 @@ import pytest
 
 from trainrun import image_contract
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
-from trainstack.image import naming
-from trainstack.clusters.nodes import NodesError, nodes_plan
-from trainstack.clusters.nodes.plan import launcher_spec
-from trainstack.clusters.nodes.specs import launcher_kwargs, network_kwargs, worker_kwargs
+from trainstack.clusters.containers import ClusterError, network_kwargs
+from trainstack.clusters.nodes import nodes_plan
+from trainstack.clusters.nodes.plan import NODES_KEYS_LABEL, NODES_LABEL, NODES_ROLE_LABEL, launcher_spec
+from trainstack.clusters.nodes.specs import launcher_kwargs, worker_kwargs
 
 CASES = {
     "default": {},
@@ -65,12 +65,12 @@ def test_launchers_point_trainrun_at_the_mounted_key_and_host_keys() -> None:
 
 def test_everything_is_labelled_with_the_clusters_name() -> None:
     plan = nodes_plan(name="ci")
-    assert plan["network"]["labels"] == {naming.NODES_LABEL: "ci"}
+    assert plan["network"]["labels"] == {NODES_LABEL: "ci"}
     kwargs = [worker_kwargs(plan, spec, KEYS) for spec in plan["workers"]]
     kwargs.append(launcher_kwargs(plan["launcher"], "i", "ci", ["true"], "ci-launcher-1", KEYS))
     for entry in kwargs:
-        assert entry["labels"][naming.NODES_LABEL] == "ci" and entry["labels"][naming.NODES_KEYS_LABEL] == str(KEYS)
-    assert [entry["labels"][naming.NODES_ROLE_LABEL] for entry in kwargs] == ["worker", "worker", "launcher"]
+        assert entry["labels"][NODES_LABEL] == "ci" and entry["labels"][NODES_KEYS_LABEL] == str(KEYS)
+    assert [entry["labels"][NODES_ROLE_LABEL] for entry in kwargs] == ["worker", "worker", "launcher"]
 
 
 @pytest.mark.parametrize(("options", "message"), [
@@ -85,4 +85,4 @@ def test_bad_options_name_the_option_and_what_is_valid(options: dict, message: s
     with pytest.raises(Exception) as caught:
         nodes_plan(**options)
     assert message in str(caught.value)
-    assert isinstance(caught.value, NodesError) or "image reference" in message
+    assert isinstance(caught.value, ClusterError) or "image reference" in message

@@ -14,8 +14,8 @@ from invoke import Collection, Context
 
 from trainrun.remote import IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV
 from trainstack.clusters import nodes
-from trainstack.image.naming import NODES_KEYS_LABEL
-from trainstack.clusters.nodes import NodesError
+from trainstack.clusters.containers import ClusterError
+from trainstack.clusters.nodes.plan import NODES_KEYS_LABEL
 from trainstack.tasks import nodes as nodes_tasks
 
 pytestmark = pytest.mark.skipif(shutil.which("ssh-keygen") is None, reason="needs ssh-keygen (openssh-client)")
@@ -96,6 +96,10 @@ class FakeDocker:
             def list(self, filters=None):
                 return [n for n in outer.networks_made if _matches(n.labels, filters)]
 
+        class Volumes:  # a cluster of nodes makes none
+            def list(self, filters=None):
+                return []
+
         class Containers:
             def create(self, **kwargs):
                 outer.created.append(kwargs)
@@ -119,7 +123,8 @@ class FakeDocker:
             def exec_inspect(self, exec_id):
                 return {"ExitCode": outer.exec_codes.get(outer.execs[exec_id][0], 0)}
 
-        self.images, self.networks, self.containers, self.api = Images(), Networks(), Containers(), Api()
+        self.images, self.networks, self.volumes = Images(), Networks(), Volumes()
+        self.containers, self.api = Containers(), Api()
 
 
 @pytest.fixture
@@ -166,23 +171,23 @@ def test_a_worker_that_exits_fails_up_and_leaves_nothing(fake, monkeypatch) -> N
     real_make_keys = nodes.runner.make_keys
     monkeypatch.setattr(nodes.runner, "make_keys", lambda name: made.append(real_make_keys(name)) or made[-1])
     fake.dying.add("n-worker-2")
-    with pytest.raises(NodesError, match="worker n-worker-2 exited with code 3; removed the cluster"):
+    with pytest.raises(ClusterError, match="worker n-worker-2 exited with code 3; removed the cluster"):
         up(fake)
     assert fake.containers_made == [] and fake.networks_made == [] and not made[0].exists()
 
 
 def test_a_silent_sshd_fails_up_within_the_timeout(fake) -> None:
     fake.silent.add("n-worker-1")
-    with pytest.raises(NodesError, match="sshd not listening after 1s on n-worker-1; removed the cluster"):
+    with pytest.raises(ClusterError, match="sshd not listening after 1s on n-worker-1; removed the cluster"):
         up(fake, timeout=1)
     assert fake.containers_made == []
 
 
 def test_up_refuses_a_name_in_use_and_an_image_not_built(fake) -> None:
     up(fake)
-    with pytest.raises(NodesError, match="--name = 'n': is already up"):
+    with pytest.raises(ClusterError, match="--name = 'n': is already up"):
         up(fake)
-    with pytest.raises(NodesError, match="--image = 'trainstack:gpu': is not built"):
+    with pytest.raises(ClusterError, match="--image = 'trainstack:gpu': is not built"):
         up(fake, name="other", image="trainstack:gpu")
 
 
@@ -220,9 +225,9 @@ def test_exec_fills_in_each_workers_rank_and_prefixes_its_lines(fake) -> None:
 
 
 def test_a_missing_cluster_is_named_with_the_ones_there_are(fake) -> None:
-    with pytest.raises(NodesError, match="--name = 'n': is not a running cluster of nodes .*invoke nodes.up"):
+    with pytest.raises(ClusterError, match="--name = 'n': is not a running cluster of nodes .*invoke nodes.up"):
         nodes.status("n", client=fake)
-    with pytest.raises(NodesError, match="is missing"):
+    with pytest.raises(ClusterError, match="is missing"):
         nodes.run([], "n", fake)
 
 

@@ -2,7 +2,8 @@
 import pytest
 
 from pooltemplates import TemplateError
-from trainstack.clusters.pool import PoolError, pool_plan
+from trainstack.clusters.containers import ClusterError
+from trainstack.clusters.pool import pool_plan
 
 
 def test_plan_has_one_master_and_the_asked_workers_with_host_ports() -> None:
@@ -23,7 +24,7 @@ def test_plan_has_one_master_and_the_asked_workers_with_host_ports() -> None:
     ({"master_port": 9000, "ui_port": 9000}, "--ui-port = 9000: is the same port as --master-port"),
 ])
 def test_bad_options_name_the_option_and_what_is_valid(options: dict, message: str) -> None:
-    with pytest.raises(PoolError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(ClusterError, match="^" + message.replace("(", r"\(").replace(")", r"\)")):
         pool_plan(**options)
 
 

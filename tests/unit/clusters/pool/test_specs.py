@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from trainstack.clusters.containers import network_kwargs
 from trainstack.clusters.pool import pool_plan
-from trainstack.clusters.pool.specs import container_kwargs, driver_kwargs, network_kwargs, notebook_kwargs, volume_kwargs
+from trainstack.clusters.pool.specs import container_kwargs, driver_kwargs, notebook_kwargs, volume_kwargs
 
 GOLDEN = Path(__file__).parent / "golden"
 CASES = {
