@@ -1,7 +1,7 @@
 """trainrun's option values and argparse's own errors: the types its options' values are read with (counts,
 seconds, torchrun's --nproc-per-node and --nnodes), and argparse's errors (an unknown option, a missing value, a
 value of the wrong type, no backend) as one line in the project's format, `trainrun: option = value: rule (valid:
-...)`, with a suggestion for a misspelled option, and exit code 2."""
+...)`, with a suggestion for a misspelled option, raised as the project's UsageError (exit code 2) for the CLI and the notebook magic alike."""
 from __future__ import annotations
 
 import argparse
@@ -75,15 +75,15 @@ def nnodes(text: str) -> tuple[int, int | None]:
 
 
 class TrainrunParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line naming the option, the value and what would be valid."""
+    """An ArgumentParser whose errors are one line naming the option, the value and what would be valid: it raises
+    them (UsageError) where argparse would print and exit."""
 
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
         self._given = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        print(f"trainrun: {self.usage_error(message)}", file=sys.stderr)
-        raise SystemExit(2)
+        raise self.usage_error(message)
 
     def usage_error(self, message: str) -> UsageError:
         """The error argparse reports as `message`: an unknown option (with the closest) comes first, whatever
