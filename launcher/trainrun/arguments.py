@@ -150,20 +150,24 @@ class TrainrunParser(argparse.ArgumentParser):
             return UsageError(_first(match["names"]), ast.literal_eval(match["value"]), valid=valid)
         if match := _EXPECTED_ONE.match(message):
             option = _first(match["names"])
-            names = match["names"].split("/")
-            value = next((given[i + 1] for i, token in enumerate(given[:-1]) if token in names), None)
+            value = _given_value(match["names"], given)
             if option in PASS_THROUGH and value is not None:
                 return UsageError(option, value, "is read as an option of trainrun's own",
                                   valid=f"{option}={value} or {option}='{value} ...', with `=`")
             return UsageError(option, "", "needs a value", valid=self._usage_of(match["names"]))
         if match := _NOT_ALLOWED.match(message):
-            return UsageError(_first(match["names"]), True, f"is not allowed with {_first(match['other'])}",
-                              valid="one of them")
+            option, other = _first(match["names"]), _first(match["other"])
+            value = _given_value(match["names"], given) if self._takes_value(match["names"]) else True
+            return UsageError(option, value, f"is not allowed with {other}", valid=f"either {other} or {option}, not both")
         required = "the following arguments are required: "
         if message.startswith(required):
             options = message[len(required):].split(", ")
             return UsageError(_first(options[0]), "", "is required", valid=self._usage_of(options[0]))
         return UsageError("arguments", " ".join(given), message, valid="see trainrun --help")
+
+    def _takes_value(self, names: str) -> bool:
+        action = next((a for a in self._actions if "/".join(a.option_strings) == names), None)
+        return action is not None and action.nargs != 0
 
     def _usage_of(self, names: str) -> str:
         """`-np N: the number of ranks`, for the option argparse names as `-np/--num-processes`."""
@@ -181,6 +185,18 @@ def _no_backend(given: Sequence[str], backends: list[str]) -> UsageError:
         rule = f"is not a backend; did you mean {close[0]}?" if close else "is not a backend"
         return UsageError("backend", first, rule, valid=valid)
     return UsageError("backend", "", f"is missing before {first}" if first else "is missing", valid=valid)
+
+
+def _given_value(names: str, given: Sequence[str]) -> str | None:
+    """The value given to the option argparse names as `-H/--hosts`: after it, or after its `=`."""
+    spellings = names.split("/")
+    for index, token in enumerate(given):
+        name, equals, value = token.partition("=")
+        if equals and name in spellings:
+            return value
+        if token in spellings and index + 1 < len(given):
+            return given[index + 1]
+    return None
 
 
 def _first(names: str) -> str:

@@ -75,16 +75,25 @@ def check_program_here(option: str, program: Program, cwd: str | None = None) ->
     For ranks that run here only; a module is looked up only where the ranks run this Python (they may have
     another environment), without importing anything."""
     cwd = cwd or os.getcwd()
+    if program.interpreter is not None and not _is_command(program.interpreter, cwd):
+        raise UsageError(option, program.interpreter, "is not a command on this host",
+                         valid=f"a Python on PATH that every rank runs, e.g. python3 or {sys.executable}")
     if program.kind == "script" and not os.path.isfile(os.path.join(cwd, program.target)):
         raise UsageError(option, program.target, "is not a file on this host",
                          valid=f"the path of a Python script, absolute or relative to {cwd}")
     if program.kind == "module" and _same_python(program.interpreter) and not module_found(program.target, cwd):
         raise UsageError(option, program.target, f"is not a module {sys.executable} finds",
                          valid=f"a module on its sys.path or under {cwd}, e.g. -m pkg.train")
-    if program.kind == "exec" and not (shutil.which(program.target, path=os.environ.get("PATH")) if os.sep not in
-                                       program.target else os.access(os.path.join(cwd, program.target), os.X_OK)):
+    if program.kind == "exec" and not _is_command(program.target, cwd):
         raise UsageError(option, program.target, "is not a command on this host",
                          valid="an executable file, or a command on PATH")
+
+
+def _is_command(command: str, cwd: str) -> bool:
+    """A name on PATH, or a path (relative to cwd) to an executable file."""
+    if os.sep in command:
+        return os.access(os.path.join(cwd, command), os.X_OK)
+    return shutil.which(command, path=os.environ.get("PATH")) is not None
 
 
 def _same_python(interpreter: str | None) -> bool:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +23,9 @@ nbclient = pytest.importorskip("nbclient")
 pytestmark = pytest.mark.timeout(900)
 REPO = Path(__file__).resolve().parents[2]
 KERNEL = "trainstack-fresh-venv"
+# What a distribution's folder holds for pip; the root's is the host tooling's pyproject.toml and package only.
+DISTRIBUTION_FILES = {".": ["pyproject.toml", "trainstack"]}
+SOURCE_LEFT_OUT = shutil.ignore_patterns("build", "*.egg-info", "__pycache__")
 # Entry points, which run their command when imported; `trainrun --help` and `python -m pooltemplates --help` run
 # them instead.
 ENTRY_POINTS = ("__main__",)
@@ -48,6 +52,21 @@ def clean_env(venv: Path) -> dict[str, str]:
     return env
 
 
+def source_copy(folder: str, into: Path) -> Path:
+    """A copy of a distribution's folder to install from: pip builds inside the project (build/), which must not be
+    the repository. The root's distribution is its pyproject.toml and trainstack/."""
+    target = into / ("root" if folder == "." else folder)
+    if not target.exists():
+        for part in DISTRIBUTION_FILES.get(folder, [""]):
+            source = REPO / folder / part
+            if source.is_dir():
+                shutil.copytree(source, target / part, ignore=SOURCE_LEFT_OUT)
+            else:
+                target.mkdir(parents=True, exist_ok=True)
+                shutil.copy(source, target / part)
+    return target
+
+
 class FreshVenv:
     def __init__(self, path: Path, timings: dict[str, float]) -> None:
         self.path, self.timings = path, timings
@@ -65,9 +84,12 @@ class FreshVenv:
         return done
 
     def install(self, *folders: str) -> None:
-        """pip install of the repository's folders (with an extra: `launcher[notebook]`)."""
-        self._time(f"pip install {' '.join(folders)}",
-                   [*self.pip, "install", "--quiet", *(str(REPO / folder) for folder in folders)])
+        """pip install of the repository's folders (with an extra: `launcher[notebook]`), from copies."""
+        sources = []
+        for folder in folders:
+            name, bracket, extra = folder.partition("[")
+            sources.append(f"{source_copy(name, self.path.parent / 'sources')}{bracket}{extra}")
+        self._time(f"pip install {' '.join(folders)}", [*self.pip, "install", "--quiet", *sources])
 
     def import_failures(self, *packages: str, skip: str = "\0") -> dict[str, str]:
         code = IMPORT_EVERY_MODULE % (ENTRY_POINTS, skip)

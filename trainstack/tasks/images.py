@@ -26,13 +26,14 @@ def _flavor_name(gpu: bool, flavor: str | None) -> str:
 
 
 def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):
-    from trainstack.image.matrix import load_matrix, parse_overrides
+    from trainstack.image.matrix import check_base_image, load_matrix, parse_overrides
 
     name = _flavor_name(gpu, flavor)
     overrides = parse_overrides(settings)
+    option = "--base-image" if base_image else "$TRAINSTACK_BASE_IMAGE"
     base_image = base_image or os.environ.get("TRAINSTACK_BASE_IMAGE")
     if base_image:
-        overrides.setdefault("base_image", base_image)
+        overrides.setdefault("base_image", check_base_image(option, base_image))
     matrix = load_matrix()
     return matrix, matrix.flavor(name, overrides)
 

@@ -61,10 +61,19 @@ def hosts_and_env(job: MpiJob, machine: Machine) -> tuple[tuple[HostSlots, ...],
     check_capacity("-np", job.num_processes, hosts)
     env = {**rendezvous_env(hosts, machine), **thread_env(machine, max(host.slots for host in hosts))}
     if job.network_interface:
+        check_interface(job.network_interface, machine)
         env.update({name: job.network_interface for name in INTERFACE_VARIABLES})
     if job.ranks_filter is not None:
         env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, job.num_processes)
     return hosts, {**env, **run_env(job.run), **user_env("-x", job.env, machine.environ)}
+
+
+def check_interface(interface: str, machine: Machine) -> None:
+    """--network-interface must exist here, where mpirun (or horovodrun) itself talks over it to every host: MPI's
+    own error is a 12-line banner after the launch."""
+    if machine.interfaces and interface not in machine.interfaces:
+        raise UsageError("--network-interface", interface, "is not a network interface of this host",
+                         valid=", ".join(machine.interfaces))
 
 
 def is_this_host(host: HostSlots, machine: Machine) -> bool:

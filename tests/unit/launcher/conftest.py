@@ -26,7 +26,7 @@ ENVIRON = {
 BASE_MACHINE = Machine(
     is_root=False, cpu_count=8, environ=ENVIRON, python="/usr/bin/python3", free_port=29400,
     mpi_flavor="openmpi", has_torch=True, has_pyspark=True, has_java=True,
-    horovodrun="/usr/local/bin/horovodrun", spark_home="/opt/spark", gpu_count=0,
+    horovodrun="/usr/local/bin/horovodrun", spark_home="/opt/spark", gpu_count=0, interfaces=("lo", "eth0"),
 )
 
 

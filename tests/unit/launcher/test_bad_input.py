@@ -58,6 +58,13 @@ USAGE_CASES = {
                                        "spark://HOST:PORT"),
     "host with a space for slots": (["mpi", "-np", "2", "-H", "localhost 2", "python", "t.py"], "-H",
                                     "host:slots[,host:slots...]"),
+    "host with a semicolon for a colon": (["mpi", "-np", "2", "-H", "localhost;2", "python", "t.py"], "-H",
+                                          "'localhost;2' is not a host name (valid: host:slots[,host:slots...]"),
+    "an interface this host lacks": (["mpi", "--num-proc", "2", "-H", "localhost:2", "--network-interface", "nosuch0",
+                                      "python", "t.py"], "--network-interface",
+                                     "'nosuch0': is not a network interface of this host (valid: lo, eth0)"),
+    "an interface this host lacks, gloo": (["mpi", "--gloo", "-np", "2", "--network-interface", "nosuch0", "python",
+                                            "t.py"], "--network-interface", "(valid: lo, eth0)"),
     "-x name with a space": (["mpi", "-np", "2", "-x", "BAD NAME=1", "python", "t.py"], "-x",
                              "NAME of letters, digits and _"),
     "-x name starting with a digit": (["mpi", "-np", "2", "-x", "1X=1", "python", "t.py"], "-x",
@@ -144,7 +151,15 @@ ARGUMENT_CASES = {
     "framework choice": (["spark", "-np", "2", "--framework", "tf", "t.py"],
                          "--framework = 'tf': is invalid (valid: torch, horovod)"),
     "exclusive gpu options": (["spark", "-np", "2", "--use-gpu", "--no-gpu", "t.py"],
-                              "--no-gpu = True: is not allowed with --use-gpu (valid: one of them)"),
+                              "--no-gpu = True: is not allowed with --use-gpu (valid: either --use-gpu or --no-gpu, "
+                              "not both)"),
+    "-H and --hostfile": (["mpi", "-np", "2", "-H", "localhost:2", "--hostfile", "/etc/hostname", "python", "ok.py"],
+                          "--hostfile = '/etc/hostname': is not allowed with -H (valid: either -H or --hostfile, "
+                          "not both)"),
+    "--hostfile= and -H": (["mpi", "-np", "2", "--hostfile=/etc/hostname", "-H", "localhost:2", "python", "ok.py"],
+                           "-H = 'localhost:2': is not allowed with --hostfile"),
+    "selftest's -H and --hostfile": (["selftest", "-H", "a:1", "--hostfile", "hosts"],
+                                     "--hostfile = 'hosts': is not allowed with -H"),
 }
 
 
@@ -353,6 +368,9 @@ MISSING_PROGRAMS = {
                                 "command = 'nosuchmodule': is not a module"),
     "mpi script": (["mpi", "-np", "2", "python", "missing.py"], "command = 'missing.py': is not a file on this host"),
     "mpi command": (["mpi", "-np", "2", "./missing.sh"], "command = './missing.sh': is not a command on this host"),
+    "mpi python that is not here": (["mpi", "-np", "2", "python3.99", "train.py"],
+                                    "command = 'python3.99': is not a command on this host (valid: a Python on PATH "
+                                    "that every rank runs, e.g. python3 or {python})"),
 }
 
 
@@ -362,6 +380,7 @@ def test_a_missing_program_is_refused_before_the_launch(case: str, capsys, monke
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('a package is looked up, not imported')")
+    (tmp_path / "train.py").write_text("")
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("started a missing program"))
     argv, expected = MISSING_PROGRAMS[case]

@@ -138,13 +138,16 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
 
 
-def record_failure(err: JobFailed) -> None:
+def record_failure(err: JobFailed) -> bool:
     """Leave the same status record a rank would, so `trainrun` names the rank uniformly (the output channel
-    has written it already when the rank's end arrived; this covers a record that could not be written)."""
+    has written it already when the rank's end arrived; this covers a record that could not be written). Whether
+    trainrun's runner has the record, and so says the failure itself."""
     status_dir = os.environ.get(STATUS_DIR)
-    if err.rank is not None and status_dir and os.path.isdir(status_dir) and \
-            not os.path.exists(os.path.join(status_dir, f"rank-{err.rank}.json")):
+    if err.rank is None or not status_dir or not os.path.isdir(status_dir):
+        return False
+    if not os.path.exists(os.path.join(status_dir, f"rank-{err.rank}.json")):
         write_record(status_dir, err.rank, err.exit_code, err.signal)
+    return True
 
 
 class _QuietStop:
@@ -215,9 +218,8 @@ def main(argv: Sequence[str]) -> int:
     except TrainrunError as err:
         if stop.signum is not None:
             return 128 + stop.signum
-        print(f"trainrun: {err}", file=sys.stderr)
-        if isinstance(err, JobFailed):
-            record_failure(err)
+        if not (isinstance(err, JobFailed) and record_failure(err)):
+            print(f"trainrun: {err}", file=sys.stderr)  # what no rank's record tells trainrun's runner
         return err.exit_code
     finally:
         session.stop()

@@ -17,7 +17,7 @@ from typing import Iterator
 
 from ...machine import Machine, interface_for_address
 from ...plan import thread_env
-from ...proctree import task_dir_prefix
+from ...proctree import job_temp_prefix
 from ...program import Program
 from ...rank.env import SHOW_RANKS, rank_argv
 from ...rank.status import STATUS_DIR, TASK_DIR, exit_of_returncode, read_status
@@ -135,7 +135,7 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
     agreed = json.loads(ctx.allGather(offer)[0])
     rendezvous = Rendezvous(task_hosts[0], agreed["master_port"], agreed.get("horovod_port"))
 
-    prefix = task_dir_prefix(config.job_id) if config.job_id else "trainrun-task-"
+    prefix = job_temp_prefix(config.job_id) if config.job_id else "trainrun-task-"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}{task_index}-")
     client = None
     try:
