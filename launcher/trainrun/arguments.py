@@ -1,7 +1,8 @@
 """trainrun's option values and argparse's own errors: the types its options' values are read with (counts,
 seconds, torchrun's --nproc-per-node and --nnodes), and argparse's errors (an unknown option, a missing value, a
 value of the wrong type, no backend) as one line in the project's format, `trainrun: option = value: rule (valid:
-...)`, with a suggestion for a misspelled option, raised as the project's UsageError (exit code 2) for the CLI and the notebook magic alike."""
+...)`, with a suggestion for a misspelled option, raised as the project's UsageError (exit code 2) for the CLI and
+the notebook magic alike."""
 from __future__ import annotations
 
 import argparse
@@ -158,7 +159,8 @@ class TrainrunParser(argparse.ArgumentParser):
         if match := _NOT_ALLOWED.match(message):
             option, other = _first(match["names"]), _first(match["other"])
             value = _given_value(match["names"], given) if self._takes_value(match["names"]) else True
-            return UsageError(option, value, f"is not allowed with {other}", valid=f"either {other} or {option}, not both")
+            return UsageError(option, value, f"is not allowed with {other}",
+                              valid=f"either {other} or {option}, not both")
         required = "the following arguments are required: "
         if message.startswith(required):
             options = message[len(required):].split(", ")

@@ -44,6 +44,8 @@ HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
 ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
+# The module that says, as torch.compile starts, that its caches are on a noexec mount, and its .pth, in every image.
+COMPILE_CACHE_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth")
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
@@ -117,7 +119,6 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "site_packages": flavor.site_packages,
         "prune_globs": flavor.prune_globs,
-        "absent_packages": bool(flavor.absent),
         "runtime_env": runtime_env(),
         "venv": image_contract.VENV_DIR,
         "local_package_dirs": image_contract.LOCAL_PACKAGE_DIRS,
