@@ -72,8 +72,10 @@ def check_interface(interface: str, machine: Machine) -> None:
     """--network-interface must exist here, where mpirun (or horovodrun) itself talks over it to every host: MPI's
     own error is a 12-line banner after the launch."""
     if machine.interfaces and interface not in machine.interfaces:
+        # Not the host ends of containers' links (veth*), dozens on a docker host and never a job's interface.
+        named = [name for name in machine.interfaces if not name.startswith("veth")]
         raise UsageError("--network-interface", interface, "is not a network interface of this host",
-                         valid=", ".join(machine.interfaces))
+                         valid=", ".join(named))
 
 
 def is_this_host(host: HostSlots, machine: Machine) -> bool:
