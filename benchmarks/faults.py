@@ -113,8 +113,8 @@ def pool_worker_killed_row(image: str) -> dict:
     # trainstack is host tooling; this script also runs inside the image (--image), where it is absent.
     from trainrun.machine import pick_free_port
     from trainstack import docker_client
-    from trainstack import localpool as pool
-    from trainstack.identity import POOL_LABEL
+    from trainstack.clusters import pool
+    from trainstack.clusters.pool.layout import POOL_LABEL
 
     client = docker_client.connect()
     name = f"faults-{uuid.uuid4().hex[:6]}"

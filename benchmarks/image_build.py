@@ -25,10 +25,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from trainstack import docker_client
-from trainstack.identity import flavor_image, site_packages
 from trainstack.image.build import BUILD_DIR, run_build
 from trainstack.image.build_context import write_build_context
 from trainstack.image.matrix import load_matrix
+from trainstack.image.naming import flavor_image
 from trainstack.image.sources import sources_for
 
 RESULTS = Path(__file__).parent / "results" / "image_build.json"
@@ -58,7 +58,7 @@ def measure_size(flavor: str) -> dict:
 
 def _largest_in_site_packages(client, image_id: str, flavor) -> dict[str, float]:
     """The ten largest folders of site-packages, nvidia/ split by wheel (du counts each file once, so nvidia/*/ first)."""
-    command = ["sh", "-c", f"cd {site_packages(flavor)} && du -s --block-size=1 nvidia/*/ */ 2>/dev/null"]
+    command = ["sh", "-c", f"cd {flavor.site_packages} && du -s --block-size=1 nvidia/*/ */ 2>/dev/null"]
     _, output = docker_client.run_in_image(client, image_id, command)
     sizes = {}
     for line in output.splitlines():

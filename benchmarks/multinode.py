@@ -21,8 +21,8 @@ import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack import docker_client, nodes
-from trainstack.identity import EXAMPLES_DIR
 from trainstack.image.workflows import CHECKPOINTS, summary
 
 RESULTS = Path(__file__).parent / "results" / "multinode.json"

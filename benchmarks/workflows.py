@@ -22,8 +22,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack import docker_client
-from trainstack.identity import EXAMPLES_DIR
 from trainstack.image.workflows import WORKFLOWS, summary
 
 RESULTS = Path(__file__).parent / "results" / "workflows.json"

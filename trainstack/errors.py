@@ -12,7 +12,7 @@ class TrainstackError(Exception):
     @classmethod
     def bad_option(cls, field: str, value: Any, rule: str, valid: str) -> Self:
         """Bad input, in the one format of the templates' problems: `field = value: rule (valid: ...)`,
-        the value cut at pooltemplates.MAX_SHOWN; a subclass (PoolError, NodesError) makes its own type."""
+        the value cut at pooltemplates.MAX_SHOWN; a subclass (ClusterError) makes its own type."""
         return cls(str(Problem(field, value, rule, valid)))
 
 

@@ -65,7 +65,7 @@ class WorkflowDirective(SphinxDirective):
 
 
 def _cpu_image() -> str:
-    from trainstack.identity import image_reference
+    from trainstack.image.naming import image_reference
     from trainstack.image.matrix import load_matrix
 
     return image_reference(load_matrix().image_name, "cpu")
@@ -73,7 +73,7 @@ def _cpu_image() -> str:
 
 class LabCommandDirective(SphinxDirective):
     def run(self) -> list[nodes.Node]:
-        from trainstack.identity import JUPYTER_PORT, NOTEBOOK_DIR
+        from trainrun.image_contract import JUPYTER_PORT, NOTEBOOK_DIR
 
         port = f"127.0.0.1:{JUPYTER_PORT}:{JUPYTER_PORT}"
         command = f'$ docker run --rm -p {port} -v "$PWD":{NOTEBOOK_DIR} {_cpu_image()} lab'

@@ -44,18 +44,13 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
     with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
         result_path = os.path.join(workdir, "result.pkl")
         program = _program(main, args, dict(kwargs or {}), workdir, result_path)
-        if spark is not None and not isinstance(spark, (str, bool)):
-            from .backends.spark.driver import run_barrier_job
-
-            payload = run_barrier_job(spark, num_processes, program, backend, use_gpu,
-                                      exit_barrier_timeout=exit_barrier_timeout, timeout=timeout)
-            return _load(payload) if payload is not None else None
-        machine = detect_machine("spark" if spark else backend)
+        session = spark if spark is not None and not isinstance(spark, (str, bool)) else None
+        machine = detect_machine("spark" if spark or session is not None else backend)
         options = RunOptions(timeout=timeout, exit_barrier_timeout=exit_barrier_timeout)
-        if spark:
+        if spark or session is not None:
             job = SparkJob(num_processes=num_processes, program=program,
                            master=spark if isinstance(spark, str) else None, use_gpu=use_gpu, framework=backend,
-                           run=options)
+                           session=session, run=options)
         elif backend == "torch":
             job = TorchJob(nproc_per_node=num_processes, program=program, run=options)
         else:

@@ -1,6 +1,8 @@
-"""argparse's own errors (an unknown option, a missing value, a value of the wrong type, no backend) as one line
-in the project's format, `trainrun: option = value: rule (valid: ...)`, with a suggestion for a misspelled
-option, and exit code 2."""
+"""trainrun's option values and argparse's own errors: the types its options' values are read with (counts,
+seconds, torchrun's --nproc-per-node and --nnodes), and argparse's errors (an unknown option, a missing value, a
+value of the wrong type, no backend) as one line in the project's format, `trainrun: option = value: rule (valid:
+...)`, with a suggestion for a misspelled option, raised as the project's UsageError (exit code 2) for the CLI and
+the notebook magic alike."""
 from __future__ import annotations
 
 import argparse
@@ -10,9 +12,10 @@ import re
 import sys
 from typing import NoReturn, Sequence
 
+from .backends.torch import NPROC_WORDS
 from .errors import UsageError
+from .validate import timeout
 
-BACKENDS = ("mpi", "torch", "spark", "doctor")
 # The other launchers' spellings of an option, and the one each backend takes instead.
 OTHER_SPELLINGS = {
     "torch": {"-np": "--nproc-per-node", "--num-processes": "--nproc-per-node", "--num-proc": "--nproc-per-node",
@@ -28,16 +31,60 @@ _EXPECTED_ONE = re.compile(r"argument (?P<names>\S+): expected one argument$")
 _NOT_ALLOWED = re.compile(r"argument (?P<names>\S+): not allowed with argument (?P<other>\S+)$")
 
 
+def positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return int(text)
+
+
+def non_negative(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
+    return int(text)
+
+
+def seconds(text: str) -> float:
+    return timeout("--timeout", text)
+
+
+def connect_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 1 <= value <= 300:
+        raise argparse.ArgumentTypeError(f"expected seconds from 1 to 300, got {text!r}")
+    return value
+
+
+def barrier_seconds(text: str) -> float:
+    return timeout("--exit-barrier-timeout", text)
+
+
+def nproc(text: str) -> int | str:
+    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
+    return text if text in NPROC_WORDS else positive(text)
+
+
+def nnodes(text: str) -> tuple[int, int | None]:
+    """N, or MIN:MAX for an elastic job."""
+    low, sep, high = text.partition(":")
+    try:
+        return positive(low), positive(high) if sep else None
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
+
+
 class TrainrunParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line naming the option, the value and what would be valid."""
+    """An ArgumentParser whose errors are one line naming the option, the value and what would be valid: it raises
+    them (UsageError) where argparse would print and exit."""
 
     def parse_known_args(self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None):
         self._given = list(sys.argv[1:] if args is None else args)
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:
-        print(f"trainrun: {self.usage_error(message)}", file=sys.stderr)
-        raise SystemExit(2)
+        raise self.usage_error(message)
 
     def usage_error(self, message: str) -> UsageError:
         """The error argparse reports as `message`: an unknown option (with the closest) comes first, whatever
@@ -45,10 +92,10 @@ class TrainrunParser(argparse.ArgumentParser):
         given = getattr(self, "_given", [])
         if self._is_backend_parser():
             backend, options = self, given
-        elif given[:1] and given[0] in BACKENDS:
+        elif given[:1] and given[0] in self._backends():
             backend, options = self._backend_parser(given[0]), given[1:]
         else:
-            return _no_backend(given)
+            return _no_backend(given, list(self._backends()))
         unknown = backend.first_unknown_option(options)
         if unknown is not None:
             return backend.unknown_option(unknown)
@@ -57,9 +104,12 @@ class TrainrunParser(argparse.ArgumentParser):
     def _is_backend_parser(self) -> bool:
         return self._subparsers is None
 
+    def _backends(self) -> dict[str, "TrainrunParser"]:
+        """The subcommands' parsers by name: mpi, torch, spark, doctor, selftest."""
+        return next(a for a in self._actions if isinstance(a, argparse._SubParsersAction)).choices
+
     def _backend_parser(self, name: str) -> "TrainrunParser":
-        action = next(a for a in self._actions if isinstance(a, argparse._SubParsersAction))
-        return action.choices[name]
+        return self._backends()[name]
 
     def option_strings(self) -> list[str]:
         return [name for action in self._actions for name in action.option_strings]
@@ -101,20 +151,25 @@ class TrainrunParser(argparse.ArgumentParser):
             return UsageError(_first(match["names"]), ast.literal_eval(match["value"]), valid=valid)
         if match := _EXPECTED_ONE.match(message):
             option = _first(match["names"])
-            names = match["names"].split("/")
-            value = next((given[i + 1] for i, token in enumerate(given[:-1]) if token in names), None)
+            value = _given_value(match["names"], given)
             if option in PASS_THROUGH and value is not None:
                 return UsageError(option, value, "is read as an option of trainrun's own",
                                   valid=f"{option}={value} or {option}='{value} ...', with `=`")
             return UsageError(option, "", "needs a value", valid=self._usage_of(match["names"]))
         if match := _NOT_ALLOWED.match(message):
-            return UsageError(_first(match["names"]), True, f"is not allowed with {_first(match['other'])}",
-                              valid="one of them")
+            option, other = _first(match["names"]), _first(match["other"])
+            value = _given_value(match["names"], given) if self._takes_value(match["names"]) else True
+            return UsageError(option, value, f"is not allowed with {other}",
+                              valid=f"either {other} or {option}, not both")
         required = "the following arguments are required: "
         if message.startswith(required):
             options = message[len(required):].split(", ")
             return UsageError(_first(options[0]), "", "is required", valid=self._usage_of(options[0]))
         return UsageError("arguments", " ".join(given), message, valid="see trainrun --help")
+
+    def _takes_value(self, names: str) -> bool:
+        action = next((a for a in self._actions if "/".join(a.option_strings) == names), None)
+        return action is not None and action.nargs != 0
 
     def _usage_of(self, names: str) -> str:
         """`-np N: the number of ranks`, for the option argparse names as `-np/--num-processes`."""
@@ -124,14 +179,26 @@ class TrainrunParser(argparse.ArgumentParser):
         return f"{_first(names)} {action.metavar or 'VALUE'}: {action.help}"
 
 
-def _no_backend(given: Sequence[str]) -> UsageError:
+def _no_backend(given: Sequence[str], backends: list[str]) -> UsageError:
     first = given[0] if given else ""
-    valid = ", ".join(BACKENDS) + ", e.g. trainrun mpi -np 2 python train.py"
+    valid = ", ".join(backends) + ", e.g. trainrun mpi -np 2 python train.py"
     if first and not first.startswith("-"):
-        close = difflib.get_close_matches(first, BACKENDS, n=1)
+        close = difflib.get_close_matches(first, backends, n=1)
         rule = f"is not a backend; did you mean {close[0]}?" if close else "is not a backend"
         return UsageError("backend", first, rule, valid=valid)
     return UsageError("backend", "", f"is missing before {first}" if first else "is missing", valid=valid)
+
+
+def _given_value(names: str, given: Sequence[str]) -> str | None:
+    """The value given to the option argparse names as `-H/--hosts`: after it, or after its `=`."""
+    spellings = names.split("/")
+    for index, token in enumerate(given):
+        name, equals, value = token.partition("=")
+        if equals and name in spellings:
+            return value
+        if token in spellings and index + 1 < len(given):
+            return given[index + 1]
+    return None
 
 
 def _first(names: str) -> str:

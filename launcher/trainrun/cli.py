@@ -1,4 +1,5 @@
-"""`trainrun mpi|torch|spark|doctor`: parse options into a job, plan it, then print or run the plan."""
+"""`trainrun mpi|torch|spark|doctor|selftest`: parse options into a job, plan it, then print or run the plan. The
+`%%trainrun` magic (trainrun.notebook) parses, plans and prints a dry run with the same functions."""
 from __future__ import annotations
 
 import argparse
@@ -10,16 +11,17 @@ from typing import Sequence
 
 from . import __version__
 from .advice import oversubscription, unknown_variables
-from .arguments import TrainrunParser
+from .arguments import (TrainrunParser, barrier_seconds, connect_seconds, nnodes, non_negative, nproc, positive,
+                        seconds)
 from .backends import plan_job
-from .backends.torch import NPROC_WORDS
 from .errors import JobFailed, TrainrunError, UsageError
 from .job import MpiJob, SparkJob, TorchJob
-from .machine import Machine, detect_machine
+from .machine import detect_machine
 from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
 from .program import check_program_here, program_from_command, program_from_script_args
 from .remote import CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, SshOptions
-from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item, timeout
+from .selftest import add_parser as add_selftest_parser
+from .validate import key_value, parse_hostfile, parse_hosts, spark_conf_item
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -31,50 +33,6 @@ EXAMPLES = """examples:
   trainrun doctor                                         # preflight checks
   trainrun selftest                                       # GPUs, allreduce sweeps and torch.compile, measured
 """
-
-
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return int(text)
-
-
-def non_negative(text: str) -> int:
-    if not text.isdigit():
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {text!r}")
-    return int(text)
-
-
-def seconds(text: str) -> float:
-    return timeout("--timeout", text)
-
-
-def connect_seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = 0.0
-    if not 1 <= value <= 300:
-        raise argparse.ArgumentTypeError(f"expected seconds from 1 to 300, got {text!r}")
-    return value
-
-
-def barrier_seconds(text: str) -> float:
-    return timeout("--exit-barrier-timeout", text)
-
-
-def nproc(text: str) -> int | str:
-    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
-    return text if text in NPROC_WORDS else positive(text)
-
-
-def nnodes(text: str) -> tuple[int, int | None]:
-    """N, or MIN:MAX for an elastic job."""
-    low, sep, high = text.partition(":")
-    try:
-        return positive(low), positive(high) if sep else None
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
 
 
 def _option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **kwargs) -> None:
@@ -190,13 +148,13 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", help="preflight checks before training",
                             description="Checks versions, GPU driver, NCCL hints and /dev/shm; exits 1 on a blocker.")
     doctor.add_argument("--json", action="store_true", help="the facts and checks as JSON")
-    from .selftest import add_parser as add_selftest_parser  # trainrun/selftest/: the selftest's own options
-
-    add_selftest_parser(sub)
+    add_selftest_parser(sub)  # trainrun/selftest/: the selftest's own options
     return parser
 
 
 def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
+    if args.json and not args.dry_run:
+        raise UsageError("--json", True, valid="together with --dry-run")
     command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
     if not command:
         raise UsageError("command", "", valid=f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
@@ -230,12 +188,6 @@ def job_from_args(args: argparse.Namespace) -> MpiJob | TorchJob | SparkJob:
                     ranks_filter=args.ranks_filter, check_master=not args.dry_run, run=run)
 
 
-def plan_from_argv(argv: Sequence[str], machine: Machine | None = None) -> tuple[Plan, argparse.Namespace]:
-    args = build_parser().parse_args(argv)
-    job = job_from_args(args)
-    return plan_job(job, machine or detect_machine(args.backend)), args
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     try:
@@ -249,24 +201,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return selftest_main(build_parser().parse_args(argv))
         args = build_parser().parse_args(argv)
         job = job_from_args(args)
-        plan = plan_job(job, detect_machine(args.backend))
         for warning in unknown_variables(os.environ):
             print(f"trainrun: warning: {warning}", file=sys.stderr)
-        if args.json and not args.dry_run:
-            raise UsageError("--json", True, valid="together with --dry-run")
         if args.dry_run:
-            sys.stdout.write(plan.to_json() if args.json else plan.to_text())
+            sys.stdout.write(dry_run(args, job))
             return 0
-        if ranks_run_here(args, plan):
+        plan = plan_job(job, detect_machine(args.backend))
+        if ranks_start_here(plan):
             check_program_here("command", job.program)
-            crowded = oversubscription(local_ranks(plan), os.cpu_count() or 1)
-            if crowded:
-                print(f"trainrun: warning: {crowded}", file=sys.stderr)
-        if plan.run.verbose:
-            sys.stderr.write(plan.to_text())
-        note = default_master_note(args, plan)
-        if note:
-            print(f"trainrun: {note}", file=sys.stderr)
+        sys.stderr.write(announcement(plan))
         from .runner import run_plan
 
         started = time.monotonic()
@@ -282,27 +225,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return err.exit_code
 
 
-def ranks_run_here(args: argparse.Namespace, plan: Plan) -> bool:
-    """Whether the ranks start on this host, from its files: not on other hosts over ssh, not on Spark executors."""
-    if args.backend == "spark" and not args.local_mode:
-        return plan.argv[plan.argv.index("--master") + 1].startswith("local")
-    return plan.remote is None
+def dry_run(args: argparse.Namespace, job: MpiJob | TorchJob | SparkJob) -> str:
+    """What --dry-run prints, for `trainrun` and `%%trainrun` alike: the job's plan on this machine as text, or as
+    JSON with --json; nothing starts."""
+    plan = plan_job(job, detect_machine(args.backend))
+    return plan.to_json() if args.json else plan.to_text()
 
 
-def local_ranks(plan: Plan) -> int:
-    """The ranks a plan whose ranks run here starts on this host: torchrun's per node, else all of them."""
-    if "--nproc-per-node" in plan.argv:
-        return int(plan.argv[plan.argv.index("--nproc-per-node") + 1])
-    return plan.ranks
+def ranks_start_here(plan: Plan) -> bool:
+    """Whether every rank starts on this host, from its files: none on other hosts over ssh or on Spark executors
+    elsewhere."""
+    return plan.remote is None and plan.local_ranks > 0
 
 
-def default_master_note(args: argparse.Namespace, plan: Plan) -> str | None:
-    """Which master a Spark job without --master runs on, where neither the template nor --conf names one."""
-    if args.backend != "spark" or args.master or args.local_mode or "spark.master" in plan.spark_conf:
-        return None
-    master = plan.argv[plan.argv.index("--master") + 1]
-    return (f"no --master: Spark runs every rank on this host ({master}); a pool's: --master spark://HOST:7077 "
-            "(invoke pool.status prints it)")
+def announcement(plan: Plan) -> str:
+    """What trainrun says before it starts a job: a warning when its ranks crowd this host's cores, the plan itself
+    with --verbose, and the plan's notes (such as the master Spark runs on)."""
+    crowded = oversubscription(plan.local_ranks, os.cpu_count() or 1) if ranks_start_here(plan) else None
+    text = f"trainrun: warning: {crowded}\n" if crowded else ""
+    if plan.run.verbose:
+        text += plan.to_text()
+    return text + "".join(f"trainrun: {note}\n" for note in plan.notes)
 
 
 def _summary(plan: Plan, seconds: float) -> str:

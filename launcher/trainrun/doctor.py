@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Mapping
 
+from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
 
@@ -54,6 +55,8 @@ class Facts:
     environ: Mapping[str, str] = field(default_factory=dict)
     nvidia_smi: bool = False  # the NVIDIA container runtime (`--gpus all`) mounts it with the driver
     horovod_keras_3: bool = False  # Horovod carries the Keras 3 patch (images/patches/horovod-0.28.1-keras3.patch)
+    # torch.compile's caches: (variable, directory, the noexec mount it is on or None) (trainrun.compile_cache).
+    compile_caches: tuple[tuple[str, str, str | None], ...] = ()
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -220,9 +223,24 @@ def tool_checks(facts: Facts) -> list[Check]:
     return checks
 
 
+def compile_checks(facts: Facts) -> list[Check]:
+    """torch.compile loads the kernels it builds from its caches: not from a noexec mount."""
+    if not facts.packages.get("torch"):
+        return []
+    checks = []
+    for variable, directory, mount in facts.compile_caches:
+        if mount is None:
+            checks.append(Check("torch.compile", "ok", f"{variable}: {directory}, on a mount with exec"))
+        else:
+            problem = noexec_problem(variable, directory, mount)
+            checks.append(Check("torch.compile", "warn", f"{variable} = {directory!r}: {problem.rule}",
+                                f"set {problem.valid}"))
+    return checks
+
+
 def run_checks(facts: Facts) -> list[Check]:
     return [*manifest_checks(facts), *package_checks(facts), *keras_checks(facts), *cuda_checks(facts),
-            *network_checks(facts), *shm_checks(facts), *tool_checks(facts)]
+            *network_checks(facts), *shm_checks(facts), *tool_checks(facts), *compile_checks(facts)]
 
 
 def _installed(name: str) -> str | None:
@@ -297,7 +315,9 @@ def collect_facts(environ: Mapping[str, str]) -> Facts:
     return Facts(manifest_path, manifest, {name: _installed(name) for name in sorted(names)}, gpu_count, driver,
                  driver_cuda, _torch_cuda() if gpu_count else None, shm, default_route_interface(),
                  tuple(sorted(psutil.net_if_addrs())), _mpi(), _java(), dict(environ),
-                 nvidia_smi=shutil.which("nvidia-smi") is not None, horovod_keras_3=_horovod_keras_3())
+                 nvidia_smi=shutil.which("nvidia-smi") is not None, horovod_keras_3=_horovod_keras_3(),
+                 compile_caches=tuple((variable, directory, noexec_mount(directory))
+                                      for variable, directory in compiler_caches(environ)))
 
 
 def format_checks(checks: list[Check]) -> str:

@@ -1,8 +1,9 @@
 """Where things are inside a trainstack image: the in-image paths, ports and names that the Dockerfile, the
-image's verification, trainrun (doctor, ssh hints), the examples' commands and the local pool rely on. The one
-copy: the image installs trainrun, and the host tooling (trainstack.identity) reads it from here. The templates
-(pooltemplates), which do not depend on trainrun, keep their own copies of the few they need; a unit test holds
-those to these (tests/unit/launcher/test_image_contract.py)."""
+image's verification, trainrun (doctor, ssh hints), the examples' commands, the local pool and the templates'
+Kubernetes pods rely on. Their one home: the image installs trainrun and the host tooling imports this module;
+the templates (pooltemplates), which do not depend on trainrun, import pooltemplates/image_contract.py, a copy
+generated from this file (tests/unit/launcher/test_image_contract.py fails when it is stale and regenerates it
+with UPDATE_GOLDEN=1). Values only, no imports: the copy must stand alone."""
 from __future__ import annotations
 
 VENV_DIR = "/opt/venv"
@@ -23,9 +24,10 @@ LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
 # Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).
 SPARK_WORKER_DIR = "/tmp/spark/work"
 SPARK_LOG_DIR = "/tmp/spark/logs"
-# The image's training user (useradd --uid in images/Dockerfile.j2) and its home.
+# The image's training user (useradd in images/Dockerfile.j2), its uid and its home.
+IMAGE_USER = "trainer"
 IMAGE_USER_UID = 1000
-IMAGE_HOME = "/home/trainer"
+IMAGE_HOME = f"/home/{IMAGE_USER}"
 # JupyterLab's work folder (`lab` role), meant for a mounted volume, as docker-stacks' /home/jovyan/work.
 NOTEBOOK_DIR = f"{IMAGE_HOME}/work"
 JUPYTER_PORT = 8888

@@ -1,7 +1,8 @@
 """Job descriptions, one per backend, as the CLI and the Python API build them (with keywords)."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from .plan import RunOptions
 from .program import Program
@@ -60,3 +61,5 @@ class SparkJob:
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
     check_master: bool = True  # a spark:// master must accept a connection (not for --dry-run, which stays offline)
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
+    # The caller's SparkSession (trainrun.run(spark=session)): the stage runs in it, in this process.
+    session: Any = field(default=None, compare=False, repr=False)

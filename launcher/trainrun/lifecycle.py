@@ -13,7 +13,6 @@
 """
 from __future__ import annotations
 
-import os
 import signal
 from dataclasses import dataclass
 
@@ -34,13 +33,6 @@ class Stop:
     at: float
     error: JobFailed | None
     note: str | None = None
-
-
-def launcher_name(argv: list[str]) -> str:
-    """`mpirun`, or the module of `python -m module` (torch.distributed.run, trainrun.backends.spark.driver)."""
-    if len(argv) > 2 and argv[1] == "-m":
-        return argv[2]
-    return os.path.basename(argv[0]) if argv else "the launcher"
 
 
 def rank_list(ranks: list[int | None]) -> str:

@@ -26,6 +26,7 @@ class Machine:
     spark_home: str | None = None
     gpu_count: int = 0
     local_names: tuple[str, ...] = ()  # this machine's host names, which -H may name (no ssh to them)
+    interfaces: tuple[str, ...] = ()  # this machine's network interfaces (empty: not looked up)
 
 
 # What mpirun links to names the implementation without running it (a launch should not pay for that).
@@ -129,6 +130,7 @@ def detect_machine(backend: str) -> Machine:
         spark_home=_spark_home() if backend == "spark" else None,
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
         local_names=host_names() if backend in ("mpi", "horovod") else (),
+        interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
     )
 
 

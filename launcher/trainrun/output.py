@@ -38,11 +38,6 @@ def relay_needed(timestamps: bool) -> bool:
 OPENMPI_TAG = re.compile(rb"\[\d+,\d+\]<std(?:out|err|diag)>:")
 
 
-def tags_output(argv: list[str]) -> bool:
-    """Whether the launcher is Open MPI's mpirun tagging its ranks' output."""
-    return "--tag-output" in argv
-
-
 class TaggedLines:
     """Open MPI's --tag-output tags each piece a rank writes, not each line: a rank whose Python is unbuffered
     (PYTHONUNBUFFERED, which trainrun forwards) writes `print("rank", 0)` as four pieces, and the line arrives as

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
+
+from .rank.env import VERBOSE
 
 if TYPE_CHECKING:
     from .machine import Machine
@@ -30,22 +32,48 @@ class RunOptions:
     verbose: bool = False
 
 
-@dataclass(frozen=True)
+# How a launcher marks each line of output with its rank: not at all; once per line (torchrun's --tee, MPICH's
+# -prepend-rank, horovodrun, trainrun spark); or on every piece a rank writes (Open MPI's --tag-output), which the
+# runner joins into whole lines (trainrun.output.TaggedLines).
+OutputTags = Literal["none", "lines", "pieces"]
+
+
+@dataclass(frozen=True, kw_only=True)
 class Plan:
+    """What one launch does, filled in by the backend's planner, which knows every fact of it: nothing here is
+    read back out of `argv`."""
+
     backend: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)
     ranks: int = 1  # the processes the job starts (the most, for an elastic job)
+    # The ranks this host starts from its own files (0 when all run on other hosts or on Spark executors elsewhere):
+    # what the program is checked against here, and what shares this host's cores.
+    local_ranks: int = 0
+    launcher: str = "the launcher"  # what trainrun's messages call the process it starts: mpirun, torchrun, ...
+    output_tags: OutputTags = "none"
+    master: str | None = None  # a Spark job's master URL
+    notes: tuple[str, ...] = ()  # what trainrun says before it starts the job, e.g. which master Spark runs on
     run: RunOptions = RunOptions()
     # Ranks on other hosts over ssh: checked before the launch, swept at its end (trainrun.remote).
     remote: "RemoteHosts | None" = None
+    # trainrun.run(spark=session): the barrier stage runs in this SparkSession, in this process (argv says what
+    # it runs: the driver's arguments; trainrun.backends.spark.driver.run_in_session).
+    session: Any = field(default=None, compare=False, repr=False)
 
     def to_dict(self) -> dict:
-        plan = {"backend": self.backend, "ranks": self.ranks, "argv": list(self.argv),
-                "env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items())),
+        plan = {"backend": self.backend, "launcher": self.launcher, "ranks": self.ranks,
+                "local_ranks": self.local_ranks, "argv": list(self.argv), "env": dict(sorted(self.env.items())),
+                "spark_conf": dict(sorted(self.spark_conf.items())), "output_tags": self.output_tags,
                 "timeout": self.run.timeout, "exit_barrier_timeout": self.run.exit_barrier_timeout,
                 "timestamp_output": self.run.timestamp_output, "verbose": self.run.verbose}
+        if self.master is not None:
+            plan["master"] = self.master
+        if self.session is not None:
+            plan["session"] = IN_SESSION
+        if self.notes:
+            plan["notes"] = list(self.notes)
         if self.remote is not None:
             plan["remote"] = self.remote.to_dict()
         return plan
@@ -54,10 +82,18 @@ class Plan:
         return json.dumps(self.to_dict(), indent=2) + "\n"
 
     def to_text(self) -> str:
-        lines = [f"backend: {self.backend}", f"ranks: {self.ranks}", f"argv: {shlex.join(self.argv)}",
-                 f"timeout: {f'{self.run.timeout:g}s' if self.run.timeout is not None else 'none'}",
-                 f"exit barrier timeout: {self.run.exit_barrier_timeout:g}s",
-                 f"timestamp output: {'yes' if self.run.timestamp_output else 'no'}", "env:"]
+        lines = [f"backend: {self.backend}", f"launcher: {self.launcher}",
+                 f"ranks: {self.ranks} ({self.local_ranks} on this host)"]
+        if self.master is not None:
+            lines.append(f"master: {self.master}")
+        if self.session is not None:
+            lines.append(f"session: {IN_SESSION}")
+        lines += [f"argv: {shlex.join(self.argv)}",
+                  f"timeout: {f'{self.run.timeout:g}s' if self.run.timeout is not None else 'none'}",
+                  f"exit barrier timeout: {self.run.exit_barrier_timeout:g}s",
+                  f"output tags: {OUTPUT_TAGS_SHOWN[self.output_tags]}",
+                  f"timestamp output: {'yes' if self.run.timestamp_output else 'no'}",
+                  f"verbose: {'yes' if self.run.verbose else 'no'}", "env:"]
         lines += [f"  {k}={v}" for k, v in sorted(self.env.items())] or ["  (none)"]
         if self.spark_conf:
             lines.append("spark conf:")
@@ -67,7 +103,19 @@ class Plan:
             lines.append(f"remote hosts: {hosts} (checked within {self.remote.check_seconds:g} s before the "
                          "launch, swept after a failure or a stop)")
             lines.append(f"ssh: {shlex.join(self.remote.ssh)} HOST COMMAND")
+        lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines) + "\n"
+
+
+IN_SESSION = "the caller's SparkSession, in this process"
+OUTPUT_TAGS_SHOWN = {"none": "none", "lines": "each line with its rank",
+                     "pieces": "each piece with its rank (joined into lines)"}
+
+
+def run_env(run: RunOptions) -> dict[str, str]:
+    """What every planner puts in every rank's env for the run options: TRAINRUN_VERBOSE with --verbose (the ranks,
+    trainrun.rank.entry and trainrun.torchrun, then keep their whole tracebacks)."""
+    return {VERBOSE: "1"} if run.verbose else {}
 
 
 def thread_env(machine: "Machine", local_ranks: int) -> dict[str, str]:

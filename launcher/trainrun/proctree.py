@@ -153,17 +153,19 @@ def end_rank_leftovers(entry_pid: int, grace: float = LEFTOVER_GRACE) -> int:
     return terminate(leftovers, grace, lambda: rank_leftovers(entry_pid))
 
 
-def task_dir_prefix(job_id: str) -> str:
-    """The name prefix of the working directories a job's Spark tasks make (trainrun.backends.spark.task)."""
+def job_temp_prefix(job_id: str) -> str:
+    """The name prefix of the temporary directories a job's processes make on a host: its Spark tasks' working
+    directories (trainrun.backends.spark.task), torchrun's (trainrun.torchrun)."""
     return f"trainrun-task-{job_id}-"
 
 
 def job_temp_dirs(job_id: str) -> list[str]:
-    """This host's task directories of the job that are still there (a task killed by Spark cannot remove its own)."""
+    """This host's temporary directories of the job that are still there (a process killed cannot remove its own);
+    the runner and the watchdog remove them."""
     import glob
     import tempfile
 
-    return glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), task_dir_prefix(job_id) + "*"))
+    return glob.glob(os.path.join(glob.escape(tempfile.gettempdir()), job_temp_prefix(job_id) + "*"))
 
 
 def main(argv: list[str]) -> int:

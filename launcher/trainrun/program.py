@@ -1,4 +1,5 @@
-"""What every rank runs, and the argv that starts it: the sh entry (trainrun.rank.env), or `python -m trainrun.rank`."""
+"""What every rank runs: a script, a module, a pickled function or a command, read from the command line and
+checked on this host (the argv that starts a rank: trainrun.rank.env.rank_argv)."""
 from __future__ import annotations
 
 import importlib.machinery
@@ -11,7 +12,6 @@ from dataclasses import dataclass
 from typing import Literal, Sequence
 
 from .errors import UsageError
-from .rank.env import shell_rank_argv
 
 Kind = Literal["script", "module", "payload", "exec"]
 _PYTHON = re.compile(r"python(\d+(\.\d+)?)?$")
@@ -29,15 +29,6 @@ class Program:
         by program_from_rank_args."""
         flag = {"script": [], "module": ["-m"], "payload": ["--payload"]}[self.kind]
         return [*flag, self.target, *self.args]
-
-    def rank_argv(self, python: str) -> list[str]:
-        """One rank under mpirun or Horovod's Gloo controller: a function payload needs trainrun.rank,
-        anything else runs as a command under the sh entry."""
-        if self.kind == "payload":
-            return [python, "-m", "trainrun.rank", *self.rank_args()]
-        interpreter = self.interpreter or python
-        head = {"script": [interpreter], "module": [interpreter, "-m"], "exec": []}[self.kind]
-        return shell_rank_argv([*head, self.target, *self.args], python)
 
 
 def program_from_rank_args(args: Sequence[str]) -> Program:
@@ -84,16 +75,25 @@ def check_program_here(option: str, program: Program, cwd: str | None = None) ->
     For ranks that run here only; a module is looked up only where the ranks run this Python (they may have
     another environment), without importing anything."""
     cwd = cwd or os.getcwd()
+    if program.interpreter is not None and not _is_command(program.interpreter, cwd):
+        raise UsageError(option, program.interpreter, "is not a command on this host",
+                         valid=f"a Python on PATH that every rank runs, e.g. python3 or {sys.executable}")
     if program.kind == "script" and not os.path.isfile(os.path.join(cwd, program.target)):
         raise UsageError(option, program.target, "is not a file on this host",
                          valid=f"the path of a Python script, absolute or relative to {cwd}")
     if program.kind == "module" and _same_python(program.interpreter) and not module_found(program.target, cwd):
         raise UsageError(option, program.target, f"is not a module {sys.executable} finds",
                          valid=f"a module on its sys.path or under {cwd}, e.g. -m pkg.train")
-    if program.kind == "exec" and not (shutil.which(program.target, path=os.environ.get("PATH")) if os.sep not in
-                                       program.target else os.access(os.path.join(cwd, program.target), os.X_OK)):
+    if program.kind == "exec" and not _is_command(program.target, cwd):
         raise UsageError(option, program.target, "is not a command on this host",
                          valid="an executable file, or a command on PATH")
+
+
+def _is_command(command: str, cwd: str) -> bool:
+    """A name on PATH, or a path (relative to cwd) to an executable file."""
+    if os.sep in command:
+        return os.access(os.path.join(cwd, command), os.X_OK)
+    return shutil.which(command, path=os.environ.get("PATH")) is not None
 
 
 def _same_python(interpreter: str | None) -> bool:

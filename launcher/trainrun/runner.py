@@ -14,8 +14,8 @@ import time
 import uuid
 
 from .errors import JobFailed
-from .lifecycle import Lifecycle, Stop, launcher_name
-from .output import RelayedOutput, relay_needed, tags_output
+from .lifecycle import Lifecycle, Stop
+from .output import RelayedOutput, relay_needed
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes, job_temp_dirs
 from .rank.status import STATUS_DIR, read_status
@@ -87,11 +87,14 @@ def run_plan(plan: Plan) -> None:
     relayed through sys.stdout and sys.stderr wherever they are not the process's own descriptors
     (trainrun.output). However it ends, no process of the job is left running, and a watchdog takes the job down
     if this process dies first."""
+    if plan.session is not None:  # the stage in the caller's SparkSession, in this process
+        from .backends.spark.driver import run_in_session
+
+        return run_in_session(plan)
     timestamps = plan.run.timestamp_output
-    tagged = tags_output(plan.argv)
+    tagged = plan.output_tags == "pieces"
     output = RelayedOutput(timestamps, tagged) if relay_needed(timestamps) or tagged else None
     job_id = uuid.uuid4().hex
-    launcher = launcher_name(plan.argv)
     status_dir = tempfile.mkdtemp(prefix="trainrun-")
     watchdog = Watchdog(job_id, [status_dir])  # before anything of the job starts
     ended = False
@@ -113,7 +116,7 @@ def run_plan(plan: Plan) -> None:
             if output:
                 output.start(proc)
             pidfd = _open_pidfd(proc.pid)
-            lifecycle = Lifecycle(plan.ranks, launcher, plan.run.timeout, plan.run.exit_barrier_timeout,
+            lifecycle = Lifecycle(plan.ranks, plan.launcher, plan.run.timeout, plan.run.exit_barrier_timeout,
                                   time.monotonic())
             stop: Stop | None = None  # set when trainrun itself stops the job
             while True:

@@ -23,6 +23,8 @@ MASTER_CONNECT_SECONDS = 3.0
 # retry an unknown name for its whole rendezvous timeout (10 minutes).
 MASTER_RESOLVE_SECONDS = 10.0
 _HOST = r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])"
+# A host of -H, --hostfile: a name or an IPv4 address (docker's container names may hold `_`).
+_HOST_OF_SLOTS = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]*[A-Za-z0-9_])?")
 _STANDALONE_MASTER = re.compile(rf"spark://({_HOST}:[0-9]+(?:,{_HOST}:[0-9]+)*)")
 # The master URLs Spark accepts besides spark:// (SparkContext.createTaskScheduler, SparkSubmit).
 _OTHER_MASTERS = re.compile(r"local(?:\[(?:[1-9][0-9]*|\*)(?:,[0-9]+)?\])?"
@@ -103,12 +105,14 @@ class HostSlots:
 
 
 def parse_hosts(option: str, value: str) -> tuple[HostSlots, ...]:
+    valid = f"host:slots[,host:slots...] with 1 to {MAX_RANKS} slots, e.g. node0:4,node1:4"
     hosts = []
     for entry in value.split(","):
         name, sep, slots = entry.strip().partition(":")
-        if not name or any(ch.isspace() for ch in name) or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
-            raise UsageError(option, value, valid=f"host:slots[,host:slots...] with 1 to {MAX_RANKS} slots, "
-                             "e.g. node0:4,node1:4")
+        if name and not _HOST_OF_SLOTS.fullmatch(name):
+            raise UsageError(option, value, f"{name!r} is not a host name", valid=valid)
+        if not name or (sep and not slots.isdigit()) or (sep and not 1 <= int(slots) <= MAX_RANKS):
+            raise UsageError(option, value, valid=valid)
         hosts.append(HostSlots(name, int(slots) if sep else 1))
     names = [h.name for h in hosts]
     if len(set(names)) != len(names):

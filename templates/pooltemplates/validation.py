@@ -5,6 +5,7 @@ import math
 from collections.abc import Iterator
 
 from .errors import Problem, TemplateError
+from .image_contract import DISCOVERY_SCRIPT_PATH
 from .schema import SERIALIZER_CLASSES, PoolTemplate, field_value, owning_field
 from .units import MAX_SIZE, MIB, SIZE_EXAMPLE, parse_size
 
@@ -138,7 +139,7 @@ def _discovery_script(template: PoolTemplate) -> Iterator[Problem]:
         yield Problem("gpu.discovery_script", template.gpu.discovery_script,
                       "a GPU template needs a discovery script so executors can find their GPUs",
                       "the path of a script printing {\"name\": \"gpu\", \"addresses\": [...]}, "
-                      "e.g. /opt/trainstack/discover-gpus.sh")
+                      f"e.g. {DISCOVERY_SCRIPT_PATH}")
 
 
 def _barrier(template: PoolTemplate) -> Iterator[Problem]:

@@ -7,10 +7,10 @@ from pathlib import Path
 import docker
 import docker.errors
 import pytest
-
 from fault_harness import once_more_after_gloo_abort
+
+from trainrun.image_contract import JUPYTER_PORT
 from trainstack.docker_client import run_container
-from trainstack.identity import JUPYTER_PORT
 from trainstack.image.matrix import Flavor, load_matrix
 
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")

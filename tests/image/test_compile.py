@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from trainstack.identity import TRITON_CACHE_DIR
+from trainrun.image_contract import TRITON_CACHE_DIR
 
 # The root filesystem read-only, /tmp a fresh tmpfs (as Kubernetes' readOnlyRootFilesystem with an emptyDir): the
 # user's home cannot be written. exec, since Inductor and Triton load the modules they compile from /tmp.
@@ -80,3 +80,30 @@ def test_gpu_flavor_builds_a_triton_launcher_module_with_a_read_only_home(in_gpu
     result = last_json(output)
     assert result["add"] == 5, result
     assert result["module"].startswith(f"{TRITON_CACHE_DIR}/"), result
+
+
+# docker run --read-only --tmpfs /tmp, a common hardening: docker's tmpfs is noexec unless told `:exec`.
+NOEXEC_TMP = {"read_only": True, "tmpfs": {"/tmp": "size=1g"}}
+COMPILE_A_FUNCTION = "import torch\nprint(torch.compile(lambda x: torch.sin(x) + 1)(torch.ones(4)))\n"
+NOEXEC_LINE = ("trainstack: torch.compile: TORCHINDUCTOR_CACHE_DIR = '/tmp/torchinductor_trainer': is on /tmp, a noexec "
+               "mount: torch.compile cannot load the kernels it builds there (valid: TORCHINDUCTOR_CACHE_DIR=DIR on a "
+               "mount with exec, or /tmp mounted with exec, e.g. docker run --tmpfs /tmp:exec)")
+
+
+def test_on_a_noexec_tmp_torch_compile_says_why_as_it_starts_and_doctor_says_it_too(in_image):
+    output = in_image.run(["python", "-c", COMPILE_A_FUNCTION], expect=1, options=NOEXEC_TMP, timeout=600)
+    lines = output.splitlines()
+    assert NOEXEC_LINE in lines, output[-3000:]
+    # Before anything of the compile's own failure, minutes later.
+    assert lines.index(NOEXEC_LINE) < next(i for i, line in enumerate(lines) if "Traceback" in line), output[-3000:]
+    assert "failed to map segment from shared object" in output
+    doctor = in_image.run(["trainrun", "doctor"], options=NOEXEC_TMP)
+    assert ("warn  torch.compile  TORCHINDUCTOR_CACHE_DIR = '/tmp/torchinductor_trainer': is on /tmp, a noexec mount"
+            in doctor), doctor
+    assert "-> set TORCHINDUCTOR_CACHE_DIR=DIR on a mount with exec, or /tmp mounted with exec" in doctor, doctor
+
+
+def test_with_exec_on_tmp_the_hook_says_nothing(in_image):
+    output = in_image.run(["python", "-c", "import sys, torch\nf = torch.compile(lambda x: x + 1)\n"
+                           "print('inductor' , 'torch._inductor' in sys.modules)"], options=READ_ONLY_HOME)
+    assert "inductor True" in output and "trainstack:" not in output, output

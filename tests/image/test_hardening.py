@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from trainstack.identity import MANIFEST_PATH, SBOM_PATH
+from trainrun.image_contract import MANIFEST_PATH, SBOM_PATH
 from trainstack.image.manifest import SETID_FIND, setid_problems
 from trainstack.image.sbom import debian_packages, normalize, python_packages, read_image_sbom
 

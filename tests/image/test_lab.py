@@ -14,8 +14,8 @@ import requests
 import tornado.httpclient
 import tornado.websocket
 
-from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
-from trainstack.lab import host_port, lab_url, logged_token
+from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
+from trainstack.clusters.lab import host_port, lab_url, logged_token
 
 START_TIMEOUT = 180
 # Docker's HEALTHCHECK interval is 15s; the tests inherit the image's check and only check more often.

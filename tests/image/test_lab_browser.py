@@ -17,8 +17,8 @@ import requests
 from chromium import BROWSER_DIR, RESULTS_DIR, browser_node
 from notebook_checks import check_trainings
 
-from trainstack.identity import IMAGE_USER_UID, NOTEBOOK_DIR
-from trainstack.lab import lab_url
+from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
+from trainstack.clusters.lab import lab_url
 
 NOTEBOOK = Path(__file__).parents[2] / "examples" / "notebooks" / "synapse_torch_estimator.ipynb"
 

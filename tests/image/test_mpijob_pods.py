@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pytest
 import yaml
+from workflow_checks import checkpoint_writers
 
 from pooltemplates import load_template, render
-from trainstack.image.workflows import checkpoint_writers, summary
+from trainstack.image.workflows import summary
 
 OVERRIDES = {"gpu.per_executor": "0", "executor.cores": "1", "executor.memory": "2g", "job.processes": "2"}
 CONFIG_MOUNT = "/etc/mpi"

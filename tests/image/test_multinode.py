@@ -22,13 +22,14 @@ import uuid
 from pathlib import Path
 
 import pytest
-
 from fault_harness import once_more_after_gloo_abort
+from workflow_checks import checkpoint_writers
 
-from trainstack import nodes
-from trainstack.identity import EXAMPLES_DIR, NODES_LABEL
-from trainstack.image.workflows import checkpoint_writers, summary
-from trainstack.nodes.lookup import find_nodes, nodes_containers
+from trainrun.image_contract import EXAMPLES_DIR
+from trainstack.clusters import nodes
+from trainstack.clusters.nodes.lookup import find_nodes
+from trainstack.clusters.nodes.plan import NODES, NODES_LABEL
+from trainstack.image.workflows import summary
 
 UNITS_DIR = Path(__file__).parent / "units"
 RANKS_DIR = Path(__file__).parents[1] / "support" / "ranks"
@@ -201,7 +202,7 @@ def test_a_stopped_launcher_ends_every_remote_rank_within_30s(docker_client, clu
     while not all(any("fail_rank" in line for line in lines) for lines in job_processes(docker_client, cluster).values()):
         assert time.monotonic() < deadline, f"ranks never started on both workers:\n{out.getvalue()[-4000:]}"
         time.sleep(0.5)
-    launcher = nodes_containers(docker_client, cluster["nodes"], "launcher")[0]
+    launcher = NODES.containers(docker_client, cluster["nodes"], "launcher")[0]
     started = time.monotonic()
     launcher.stop(timeout=25) if how == "stop" else launcher.kill()
     left = wait_until_no_job_processes(docker_client, cluster, BOUND)

@@ -3,11 +3,10 @@ the image's user; their saved outputs show the model learned on both ranks and r
 from __future__ import annotations
 
 import pytest
-
 from notebook_checks import NOTEBOOKS, check_trainings, executed_notebook
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack.docsite.notebooks import RECORDED_DIR, record_run
-from trainstack.identity import EXAMPLES_DIR
 
 pytestmark = pytest.mark.timeout(1200)
 

@@ -19,16 +19,17 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
-
 from fault_harness import once_more_after_gloo_abort
 from notebook_checks import check_trainings, executed_notebook, shown
 
-from trainstack import localpool as pool
+from trainrun.image_contract import EXAMPLES_DIR
+from trainstack.clusters import pool
+from trainstack.clusters.containers import ClusterError
+from trainstack.clusters.pool.layout import POOL_CONF_LABEL, POOL_LABEL
+from trainstack.clusters.pool.master import read_master_state
+from trainstack.clusters.pool.specs import driver_kwargs
 from trainstack.docker_client import run_container
-from trainstack.identity import EXAMPLES_DIR, POOL_CONF_LABEL, POOL_LABEL
 from trainstack.image.workflows import summary
-from trainstack.localpool.master import read_master_state
-from trainstack.localpool.specs import driver_kwargs
 
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240
@@ -88,19 +89,19 @@ def test_up_refuses_a_port_in_use(docker_client, image):
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         taken = holder.getsockname()[1]
-        with pytest.raises(pool.PoolError, match=rf"^--ui-port = {taken}: is already in use on 127.0.0.1"):
+        with pytest.raises(ClusterError, match=rf"^--ui-port = {taken}: is already in use on 127.0.0.1"):
             pool.up(image=image.id, name="tspool-port", master_port=free_port(), ui_port=taken,
                     client=docker_client)
 
 
 def test_up_refuses_an_image_not_built(docker_client):
-    with pytest.raises(pool.PoolError, match=r"^--image = 'trainstack:no-such-tag': is not built"):
+    with pytest.raises(ClusterError, match=r"^--image = 'trainstack:no-such-tag': is not built"):
         pool.up(image="trainstack:no-such-tag", name="tspool-image", client=docker_client)
 
 
 def test_up_that_fails_leaves_nothing(docker_client, image):
     name = f"tspool-{uuid.uuid4().hex[:6]}"
-    with pytest.raises(pool.PoolError, match="not ready after 1s"):
+    with pytest.raises(ClusterError, match="not ready after 1s"):
         pool.up(image=image.id, name=name, master_port=free_port(), ui_port=free_port(), timeout=1,
                 client=docker_client)
     assert pool_leftovers(docker_client, name) == []

@@ -1,7 +1,8 @@
 """Workflows users bring from Databricks, Synapse, TorchDistributor and Horovod images train in the image."""
 import pytest
+from workflow_checks import checkpoint_writers
 
-from trainstack.image.workflows import WORKFLOWS, checkpoint_writers, summary
+from trainstack.image.workflows import WORKFLOWS, summary
 
 
 @pytest.mark.parametrize("workflow", WORKFLOWS, ids=[w.name for w in WORKFLOWS])

@@ -1,6 +1,7 @@
-"""A user's mistake in the program, on real launches: the user's own traceback once and trainrun's summary line,
-no frames of trainrun or torchrun (unless --verbose); a missing program refused before anything starts; Open MPI's
-tagged output in whole lines whatever the rank's buffering."""
+"""A user's mistake in the program, on real launches: the user's own traceback once and trainrun's summary line
+once, no frames of trainrun or torchrun (unless --verbose); a missing program, interpreter or interface refused
+before anything starts; Open MPI's tagged output in whole lines whatever the rank's buffering; nothing left in the
+temp dir."""
 from __future__ import annotations
 
 import re
@@ -84,8 +85,23 @@ def test_torch_timeout_and_ctrl_c_print_no_torchrun_traceback(tmp_path) -> None:
                  "trainrun: command = 'missing.py': is not a file on this host", marks=requires(spark=True)),
     pytest.param(["mpi", "-np", "2", sys.executable, "missing.py"],
                  "trainrun: command = 'missing.py': is not a file on this host", marks=requires(mpirun=True)),
+    pytest.param(["mpi", "-np", "2", "python3.99", "ok.py"],
+                 "trainrun: command = 'python3.99': is not a command on this host (valid: a Python on PATH",
+                 marks=requires(mpirun=True)),
+    pytest.param(["mpi", "--num-proc", "2", "-H", "localhost:2", "--network-interface", "nosuch0", "python", "ok.py"],
+                 "trainrun: --network-interface = 'nosuch0': is not a network interface of this host (valid: lo",
+                 marks=requires(mpirun=True)),
+    pytest.param(["mpi", "-np", "2", "-H", "localhost;2", "python", "ok.py"],
+                 "trainrun: -H = 'localhost;2': 'localhost;2' is not a host name (valid: host:slots"),
+    pytest.param(["mpi", "-np", "2", "-H", "localhost:2", "--hostfile", "/etc/hostname", "python", "ok.py"],
+                 "trainrun: --hostfile = '/etc/hostname': is not allowed with -H (valid: either -H or --hostfile, "
+                 "not both)"),
+    pytest.param(["selftest", "--ranks", "0"], "trainrun: option = '--ranks': is not an option of trainrun selftest "
+                 "(valid: the options `trainrun selftest --help` lists)"),
 ])
-def test_a_missing_program_is_one_line_before_anything_starts(args, line, tmp_path) -> None:
+def test_a_missing_program_is_one_line_before_anything_starts(args, line, tmp_path, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "ok.py").write_text("print('ok')\n")
     launch = run_trainrun(args, trainrun_env(tmp_path), timeout=60)
     assert launch.returncode == 2 and launch.stdout == ""
     assert launch.stderr.startswith(line) and launch.stderr.count("\n") == 1, launch.stderr
@@ -114,3 +130,29 @@ def test_spark_exception_on_one_rank_shows_no_java_or_pyspark_stack(tmp_path) ->
     assert output.count("Traceback (most recent call last)") == 1 and output.count("ValueError: boom on rank 1") == 1
     assert "\tat org.apache.spark" not in output and "pyspark/worker.py" not in output, output[-3000:]
     assert not LAUNCHER_FRAMES.search(output), output[-3000:]
+    # The driver leaves the rank's end to trainrun's one summary line.
+    assert [line for line in launch.stderr.splitlines() if "exited with code" in line] == [
+        launch.stderr.splitlines()[-1]], launch.stderr[-3000:]
+    assert re.fullmatch(r"trainrun: rank 1 exited with code 1; job stopped \(2 ranks of spark, [0-9.]+ s\)",
+                        launch.stderr.splitlines()[-1])
+
+
+@requires(torch=True, spark=True)
+def test_spark_syntax_error_ends_in_one_summary_line(tmp_path) -> None:
+    (tmp_path / "train.py").write_text("def broken(:\n")
+    launch = run_trainrun(["spark", "--master", "local[2]", "--num-processes", "2", str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path))
+    assert launch.returncode == 1 and "SyntaxError: invalid syntax" in launch.stdout, launch.stderr[-3000:]
+    assert len([line for line in launch.stderr.splitlines() if "exited with code" in line]) == 1, launch.stderr
+
+
+@requires(torch=True)
+def test_a_torch_job_leaves_nothing_in_the_temp_dir_and_says_nothing_of_numpy(tmp_path) -> None:
+    (tmp_path / "train.py").write_text("import torch\nprint(torch.ones(2).numpy().sum())\n")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    launch = run_trainrun(["torch", "--nproc-per-node", "2", str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path, TMPDIR=str(temp)))
+    assert launch.returncode == 0, launch.stderr[-3000:]
+    assert "NumPy" not in launch.stdout + launch.stderr and launch.stdout.count("2.0") == 2, launch.stdout
+    assert list(temp.iterdir()) == []  # torchrun's log folder (torchelastic_*) went with the job

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from trainstack.image.workflows import checkpoint_writers
+from workflow_checks import checkpoint_writers
 
 MARKER = "EXECUTED NOTEBOOK:"
 EPOCH_LOSS = re.compile(r"epoch (\d+) loss ([0-9.]+)")

@@ -10,6 +10,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainrun.image_contract import EXAMPLES_DIR
+
 RUN_KEY = "trainstack_run"  # notebook metadata: the run that produced the outputs
 REVISION_LABEL = "org.opencontainers.image.revision"
 # Where the image tier records its executed notebooks (ignored by git), for `invoke docs --executed-notebooks`.
@@ -39,8 +41,8 @@ def run_cell(run: dict[str, Any]) -> dict[str, Any]:
             f"The outputs below are those of a headless run of this notebook in the image `{run['image']}` "
             f"(`{run['image_id'][:19]}`, built from commit `{run['commit']}`) on {run['date']}, recorded by the "
             f"image tier's `tests/image/test_notebooks.py`, which checked them; the run took {run['seconds']} s. "
-            "The notebook is `examples/notebooks/` in the repository and `/opt/trainstack/examples/notebooks/` in "
-            "the image.\n```")
+            "The notebook is `examples/notebooks/` in the repository and "
+            f"`{EXAMPLES_DIR}/notebooks/` in the image.\n```")
     return {"cell_type": "markdown", "id": RUN_CELL_ID, "metadata": {}, "source": text}
 
 

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from trainrun.image_contract import MANIFEST_PATH
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -78,7 +80,7 @@ def _matrix_page() -> str:
              "Every version in the images comes from `images/matrix.yaml`, checked against its schema "
              "(`images/matrix.schema.json`) and its rules before any docker call; `invoke build --set KEY=VALUE` "
              "overrides a version or setting and is checked the same way. The image's own "
-             "`/etc/trainstack/manifest.json` records what was really installed, checked against the matrix after "
+             f"`{MANIFEST_PATH}` records what was really installed, checked against the matrix after "
              "every build. Building with other versions: {doc}`/guides/building`.", "",
              "## Flavors", "", flavor_table(matrix), "", "## GPU flavors", "", gpu_flavor_table(matrix), ""]
     for flavor in matrix.flavors.values():

@@ -16,6 +16,7 @@ from pooltemplates.structure import build_template, describe, settable_fields, u
 from pooltemplates.overrides import override_keys
 from pooltemplates.targets import TARGETS, render
 from pooltemplates.validation import COUNT_RANGES, KRYO_BUFFER_LIMIT_MIB, validate
+from trainrun.image_contract import DISCOVERY_SCRIPT_PATH
 from trainstack.image.docs import markdown_table
 
 # Every field set, a GPU pool every target renders (the training-job targets need one GPU per task and processes a
@@ -25,7 +26,7 @@ REFERENCE_TEMPLATE: dict[str, Any] = {
     "nodes": 4,
     "driver": {"memory": "8g", "cores": 2},
     "executor": {"instances": 4, "cores": 8, "memory": "32g", "task_cpus": 1, "env": {"NCCL_DEBUG": "WARN"}},
-    "gpu": {"per_executor": 2, "per_task": 1, "discovery_script": "/opt/trainstack/discover-gpus.sh", "reserve": "1g"},
+    "gpu": {"per_executor": 2, "per_task": 1, "discovery_script": DISCOVERY_SCRIPT_PATH, "reserve": "1g"},
     "serializer": {"type": "kryo", "kryo_buffer_max": "512m"},
     "dynamic_allocation": False,
     "job": {"kind": "horovod", "processes": 4},

@@ -15,18 +15,10 @@ from typing import Callable
 import docker
 import docker.errors
 
+from trainrun.image_contract import CONSTRAINTS_PATH, IMAGE_SCRIPTS_DIR, MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
-from trainstack.identity import (
-    CONSTRAINTS_PATH,
-    IMAGE_SCRIPTS_DIR,
-    MANIFEST_PATH,
-    SBOM_PATH,
-    image_reference,
-    image_tags,
-    site_packages,
-)
 from trainstack.image.build_context import write_build_context
 from trainstack.image.manifest import (
     HOROVOD_MODULES,
@@ -38,6 +30,7 @@ from trainstack.image.manifest import (
     setid_problems,
 )
 from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.naming import image_reference, image_tags
 from trainstack.image.published import check_published
 from trainstack.image.sbom import sbom_problems
 from trainstack.image.sources import SourceOptions
@@ -123,7 +116,7 @@ def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dic
 
 
 def _pruned_file_problems(client: docker.DockerClient, image: str, flavor: Flavor) -> list[str]:
-    command = ["python", SLIM_SCRIPT, "--check", site_packages(flavor),
+    command = ["python", SLIM_SCRIPT, "--check", flavor.site_packages,
                *(argument for glob in flavor.prune_globs for argument in ("--prune", glob))]
     status, output = docker_client.run_in_image(client, image, command)
     return [] if status == 0 else [output.strip().splitlines()[-1].removeprefix("error: ")]

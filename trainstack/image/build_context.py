@@ -7,6 +7,7 @@ from pathlib import Path
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
+    COMPILE_CACHE_FILES,
     IMAGES_DIR,
     absent_packages_data,
     horovod_patches,
@@ -37,8 +38,7 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     for patch in horovod_patches(flavor):
         shutil.copyfile(IMAGES_DIR / "patches" / patch, out_dir / "patches" / patch)
     shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
-    if flavor.absent:
-        _write_absent_packages(flavor, out_dir / "site-packages")
+    _write_site_packages(flavor, out_dir / "site-packages")
     shutil.copytree(REPO_ROOT / "launcher", out_dir / "launcher", ignore=_ignore_build_debris)
     shutil.copytree(REPO_ROOT / "examples", out_dir / "examples", ignore=_ignore_build_debris)
     shutil.copytree(REPO_ROOT / "templates", out_dir / "templates", ignore=_ignore_build_debris)
@@ -53,9 +53,14 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     return out_dir
 
 
-def _write_absent_packages(flavor: Flavor, out_dir: Path) -> None:
-    """The module, its data and its .pth, for the Dockerfile's COPY into site-packages."""
+def _write_site_packages(flavor: Flavor, out_dir: Path) -> None:
+    """The site hooks with their .pth files, for the Dockerfile's COPY into site-packages: the compile cache check,
+    and the flavor's absent packages (the module and its data) where it lists any."""
     out_dir.mkdir()
+    for name in COMPILE_CACHE_FILES:
+        shutil.copyfile(IMAGES_DIR / "site-packages" / name, out_dir / name)
+    if not flavor.absent:
+        return
     module = f"{ABSENT_PACKAGES_MODULE}.py"
     shutil.copyfile(IMAGES_DIR / "site-packages" / module, out_dir / module)
     (out_dir / f"{ABSENT_PACKAGES_MODULE}.json").write_text(absent_packages_data(flavor))

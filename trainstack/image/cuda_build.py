@@ -8,7 +8,6 @@ from pathlib import PurePosixPath
 
 from packaging.version import Version
 
-from trainstack.identity import site_packages
 from trainstack.image.matrix import Flavor, MatrixError
 
 # The CUDA headers NVIDIA's wheels carry (the frameworks load only their libraries), left out of GPU images.
@@ -64,7 +63,7 @@ def cuda_build(flavor: Flavor) -> CudaBuild | None:
         return None
     cuda = Version(str(flavor.version("cuda")))
     # find_library(nccl) wants libnccl.so; the link lives outside the venv, so the image keeps one libnccl file.
-    nccl_link = {f"{CUDA_BUILD_PREFIX}/nccl/libnccl.so": f"{site_packages(flavor)}/nvidia/nccl/lib/libnccl.so.2"}
+    nccl_link = {f"{CUDA_BUILD_PREFIX}/nccl/libnccl.so": f"{flavor.site_packages}/nvidia/nccl/lib/libnccl.so.2"}
     source = flavor.field("cuda", "build_tools")
     if source == "pip":
         home = f"{CUDA_BUILD_PREFIX}/nvidia/cu{cuda.major}"
@@ -76,7 +75,7 @@ def cuda_build(flavor: Flavor) -> CudaBuild | None:
     elif source == "debian":
         home = f"{CUDA_BUILD_PREFIX}/debian-cuda"
         # lib64/libcudart.so, which torch's extension build links, is the frameworks' libcudart.
-        cudart = f"{site_packages(flavor)}/nvidia/cuda_runtime/lib/libcudart.so.{cuda.major}"
+        cudart = f"{flavor.site_packages}/nvidia/cuda_runtime/lib/libcudart.so.{cuda.major}"
         fields = {"debian_toolkit_command": _debian_toolkit_command(flavor, home, cudart), "links": nccl_link}
     elif source == "apt":
         package_suffix = f"{cuda.major}-{cuda.minor}"
@@ -111,7 +110,7 @@ def _kernel_check_command(flavor: Flavor, cuobjdump: str) -> str | None:
         return None
     return shlex.join([
         "python", f"{BUILD_SCRIPTS_DIR}/check_cuda_kernels.py", "--cuobjdump", cuobjdump,
-        "--architectures", ",".join(str(cc) for cc in architectures), f"{site_packages(flavor)}/horovod",
+        "--architectures", ",".join(str(cc) for cc in architectures), f"{flavor.site_packages}/horovod",
     ])
 
 

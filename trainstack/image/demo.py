@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import sys
 
+from trainrun.image_contract import EXAMPLES_DIR
 from trainstack import docker_client
 from trainstack.errors import TrainstackError
-from trainstack.identity import EXAMPLES_DIR
 
 EXAMPLE = f"{EXAMPLES_DIR}/horovod_torch_mnist.py"
 

@@ -8,8 +8,8 @@ import shlex
 
 import jinja2
 
-from trainstack import identity
-from trainstack.identity import site_packages
+from trainrun import image_contract
+from trainstack.image import naming
 from trainstack.image.cuda_build import (
     CUDA_BUILD_PREFIX,
     CUDA_WHEEL_HEADERS,
@@ -21,7 +21,6 @@ from trainstack.image.matrix import REPO_ROOT, Flavor
 from trainstack.image.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
 
 IMAGES_DIR = REPO_ROOT / "images"
-IMAGE_USER = "trainer"
 PROJECT_URL = "https://github.com/trainstack/trainstack"
 # openssh-server: workers of multi-node jobs run sshd as the image's user (images/scripts/trainstack-sshd).
 RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "openssh-server", "procps", "tini",
@@ -45,6 +44,8 @@ HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
 ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
+# The module that says, as torch.compile starts, that its caches are on a noexec mount, and its .pth, in every image.
+COMPILE_CACHE_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth")
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
@@ -68,7 +69,7 @@ def horovod_build_env(flavor: Flavor) -> dict[str, str]:
             # Link the libcudart.so and libnccl.so.2 the frameworks load rather than static copies.
             "HOROVOD_CUDA_RUNTIME_LIBRARY": "Shared",
             "HOROVOD_NCCL_LINK": "SHARED",
-            "HOROVOD_NCCL_INCLUDE": f"{site_packages(flavor)}/nvidia/nccl/include",
+            "HOROVOD_NCCL_INCLUDE": f"{flavor.site_packages}/nvidia/nccl/include",
             "HOROVOD_NCCL_LIB": f"{CUDA_BUILD_PREFIX}/nccl",
         })
     return env
@@ -81,7 +82,7 @@ def horovod_patches(flavor: Flavor) -> list[str]:
 
 
 def labels(flavor: Flavor) -> dict[str, str]:
-    components = {f"{identity.LABEL_PREFIX}.{name}.version": str(spec["version"])
+    components = {f"{naming.LABEL_PREFIX}.{name}.version": str(spec["version"])
                   for name, spec in flavor.components.items()}
     return {
         "org.opencontainers.image.title": f"trainstack {flavor.name}",
@@ -89,7 +90,7 @@ def labels(flavor: Flavor) -> dict[str, str]:
         "org.opencontainers.image.source": PROJECT_URL,
         "org.opencontainers.image.licenses": "Apache-2.0",
         "org.opencontainers.image.base.name": flavor.base_image,
-        identity.FLAVOR_LABEL: flavor.name,
+        naming.FLAVOR_LABEL: flavor.name,
         **components,
     }
 
@@ -103,7 +104,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "builder_apt_packages": BUILDER_APT_PACKAGES,
         "compile_toolchain_apt_packages": COMPILE_TOOLCHAIN_APT_PACKAGES,
         "compile_toolchain_excludes": COMPILE_TOOLCHAIN_EXCLUDES,
-        "notebook_dir": identity.NOTEBOOK_DIR,
+        "notebook_dir": image_contract.NOTEBOOK_DIR,
         "ca_bundle": sources.ca_bundle is not None,
         "cuda_build": cuda_build(flavor),
         "cuda_build_prefix": CUDA_BUILD_PREFIX,
@@ -116,25 +117,25 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "horovod_build_env": horovod_build_env(flavor),
         "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
-        "site_packages": site_packages(flavor),
+        "site_packages": flavor.site_packages,
         "prune_globs": flavor.prune_globs,
-        "absent_packages": bool(flavor.absent),
         "runtime_env": runtime_env(),
-        "venv": identity.VENV_DIR,
-        "local_package_dirs": identity.LOCAL_PACKAGE_DIRS,
-        "discovery_script": identity.DISCOVERY_SCRIPT_PATH,
-        "examples_dir": identity.EXAMPLES_DIR,
-        "image_scripts_dir": identity.IMAGE_SCRIPTS_DIR,
-        "sshd_command": identity.SSHD_COMMAND,
-        "manifest_path": identity.MANIFEST_PATH,
-        "sbom_path": identity.SBOM_PATH,
-        "constraints_path": identity.CONSTRAINTS_PATH,
-        "login_profile_path": identity.LOGIN_PROFILE_PATH,
-        "spark_writable_dirs": [identity.SPARK_WORKER_DIR, identity.SPARK_LOG_DIR],
+        "venv": image_contract.VENV_DIR,
+        "local_package_dirs": image_contract.LOCAL_PACKAGE_DIRS,
+        "discovery_script": image_contract.DISCOVERY_SCRIPT_PATH,
+        "examples_dir": image_contract.EXAMPLES_DIR,
+        "image_scripts_dir": image_contract.IMAGE_SCRIPTS_DIR,
+        "sshd_command": image_contract.SSHD_COMMAND,
+        "manifest_path": image_contract.MANIFEST_PATH,
+        "sbom_path": image_contract.SBOM_PATH,
+        "constraints_path": image_contract.CONSTRAINTS_PATH,
+        "login_profile_path": image_contract.LOGIN_PROFILE_PATH,
+        "spark_writable_dirs": [image_contract.SPARK_WORKER_DIR, image_contract.SPARK_LOG_DIR],
         # local-cluster's workers (started inside the driver's JVM) ignore SPARK_WORKER_DIR: SPARK_HOME/work.
-        "spark_home_work_dir": f"{site_packages(flavor)}/pyspark/work",
+        "spark_home_work_dir": f"{flavor.site_packages}/pyspark/work",
         "labels": labels(flavor),
-        "user": IMAGE_USER,
+        "user": image_contract.IMAGE_USER,
+        "uid": image_contract.IMAGE_USER_UID,
     }
     environment = jinja2.Environment(
         loader=jinja2.FileSystemLoader(IMAGES_DIR),
@@ -150,23 +151,23 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
 
 def runtime_env() -> dict[str, str]:
     return {
-        "PATH": f"{identity.VENV_DIR}/bin:$PATH",
-        "PYSPARK_PYTHON": f"{identity.VENV_DIR}/bin/python",
-        "PYSPARK_DRIVER_PYTHON": f"{identity.VENV_DIR}/bin/python",
+        "PATH": f"{image_contract.VENV_DIR}/bin:$PATH",
+        "PYSPARK_PYTHON": f"{image_contract.VENV_DIR}/bin/python",
+        "PYSPARK_DRIVER_PYTHON": f"{image_contract.VENV_DIR}/bin/python",
         "PIP_NO_CACHE_DIR": "1",
         "PIP_DISABLE_PIP_VERSION_CHECK": "1",
-        "SPARK_WORKER_DIR": identity.SPARK_WORKER_DIR,
-        "SPARK_LOG_DIR": identity.SPARK_LOG_DIR,
+        "SPARK_WORKER_DIR": image_contract.SPARK_WORKER_DIR,
+        "SPARK_LOG_DIR": image_contract.SPARK_LOG_DIR,
         # Triton's kernel cache, by default under the home directory, which may be read-only or missing
         # (Inductor's own cache is already /tmp/torchinductor_USER).
-        "TRITON_CACHE_DIR": identity.TRITON_CACHE_DIR,
+        "TRITON_CACHE_DIR": image_contract.TRITON_CACHE_DIR,
     }
 
 
 def login_profile() -> str:
     """/etc/profile.d/trainstack.sh: the image's environment again for login shells (bash -l, su -, ssh), which
     start from /etc/profile's PATH and nothing of docker's ENV."""
-    env = {**runtime_env(), "PIP_CONSTRAINT": identity.CONSTRAINTS_PATH}
+    env = {**runtime_env(), "PIP_CONSTRAINT": image_contract.CONSTRAINTS_PATH}
     lines = ["# Written by trainstack: the image's environment for login shells."]
     for name, value in env.items():
         # $PATH stays outside the quotes, so the shell expands it.
@@ -190,4 +191,4 @@ def lab_settings_overrides() -> str:
 def ipython_config() -> str:
     """The venv's IPython config (every kernel and shell of the image): trainrun's notebook extension loaded."""
     return ("# Written by trainstack: %%trainrun, %%configure and a predefined `spark` in every kernel.\n"
-            f"c.InteractiveShellApp.extensions = [{identity.IPYTHON_EXTENSION!r}]\n")
+            f"c.InteractiveShellApp.extensions = [{image_contract.IPYTHON_EXTENSION!r}]\n")

@@ -8,8 +8,8 @@ import shlex
 from typing import Sequence
 
 from trainrun.doctor import driver_minimum
-from trainstack.identity import image_reference
 from trainstack.image.matrix import Flavor, Matrix
+from trainstack.image.naming import image_reference
 from trainstack.image.workflows import Workflow
 
 COLUMNS = ["python", "torch", "torchvision", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]

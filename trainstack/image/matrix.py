@@ -20,6 +20,7 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from pooltemplates import MAX_SHOWN, Problem, parse_assignments
+from trainrun.image_contract import VENV_DIR
 from trainstack.errors import TrainstackError
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,6 +84,11 @@ class Flavor:
     @property
     def prune_globs(self) -> list[str]:
         return [entry["glob"] for entry in self.prune]
+
+    @property
+    def site_packages(self) -> str:
+        """The image venv's site-packages, for the flavor's Python."""
+        return f"{VENV_DIR}/lib/python{self.version('python')}/site-packages"
 
 
 @dataclass(frozen=True)
@@ -167,7 +173,8 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
     if error.validator == "enum":
         return "is not an allowed value", ", ".join(map(str, error.validator_value))
     if error.validator == "pattern" and "description" in error.schema:
-        return f"is not {valid}", f"{valid}, with no whitespace, quotes or shell metacharacters"
+        # The description's example once, in `valid`.
+        return f"is not {valid.partition(', e.g.')[0]}", f"{valid}, with no whitespace, quotes or shell metacharacters"
     if error.validator == "type":
         return f"is not of type {error.validator_value}", valid
     if error.validator == "maxLength":
@@ -194,6 +201,15 @@ def _listing(problems: list[str]) -> str:
 
 def _package_version(value: str | dict) -> str:
     return str(value["version"]) if isinstance(value, dict) else str(value)
+
+
+def check_base_image(option: str, value: str) -> str:
+    """A base image given outside --set (--base-image, $TRAINSTACK_BASE_IMAGE), checked as the schema checks the
+    matrix's and named as it was given."""
+    problems = schema_problems(value, "#/$defs/image_reference", prefix=option)
+    if problems:
+        raise MatrixError(_listing(problems))
+    return value
 
 
 def parse_overrides(pairs: list[str]) -> dict[str, str]:

@@ -11,10 +11,11 @@ import json
 import docker.errors
 
 from pooltemplates.targets.k8s import REGISTRY, REGISTRY_VALID
+from trainrun.image_contract import MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
-from trainstack.identity import MANIFEST_PATH, SBOM_PATH, image_reference, image_tags
+from trainstack.image.naming import image_reference, image_tags
 from trainstack.image.sbom import read_image_sbom
 
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")

@@ -3,7 +3,7 @@ frameworks and the CUDA wheel pins), then the libraries, then the pins installed
 The resolver checks the first list against pip's own resolver."""
 from __future__ import annotations
 
-from trainstack.identity import LOCAL_PACKAGE_DIRS
+from trainrun.image_contract import LOCAL_PACKAGE_DIRS
 from trainstack.image.matrix import REPO_ROOT, Flavor
 
 # Build tooling inside the image's venv: Horovod builds with --no-build-isolation.

@@ -15,9 +15,9 @@ from urllib.parse import unquote
 
 import docker
 
+from trainrun.image_contract import SBOM_PATH
 from trainstack import docker_client
 from trainstack.errors import TrainstackError
-from trainstack.identity import SBOM_PATH
 from trainstack.image.dockerfile import RUNTIME_APT_PACKAGES
 from trainstack.image.matrix import Flavor
 

@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from trainstack.identity import EXAMPLES_DIR
+from trainrun.image_contract import EXAMPLES_DIR
 
 CHECKPOINTS = "/tmp/checkpoints"
 
@@ -84,8 +84,3 @@ def summary(output: str) -> dict:
         if line.startswith("{") and line.endswith("}"):
             return json.loads(line)
     raise ValueError("the workflow printed no JSON summary line")
-
-
-def checkpoint_writers(output: str) -> list[str]:
-    """The `rank N wrote PATH` lines: who wrote a checkpoint."""
-    return [line.split(" wrote ")[0] for line in untagged_lines(output) if " wrote " in line and line.startswith("rank ")]

@@ -26,13 +26,14 @@ def _flavor_name(gpu: bool, flavor: str | None) -> str:
 
 
 def _flavor(gpu: bool, flavor: str | None, settings: list[str], base_image: str | None = None):
-    from trainstack.image.matrix import load_matrix, parse_overrides
+    from trainstack.image.matrix import check_base_image, load_matrix, parse_overrides
 
     name = _flavor_name(gpu, flavor)
     overrides = parse_overrides(settings)
+    option = "--base-image" if base_image else "$TRAINSTACK_BASE_IMAGE"
     base_image = base_image or os.environ.get("TRAINSTACK_BASE_IMAGE")
     if base_image:
-        overrides.setdefault("base_image", base_image)
+        overrides.setdefault("base_image", check_base_image(option, base_image))
     matrix = load_matrix()
     return matrix, matrix.flavor(name, overrides)
 
@@ -94,8 +95,8 @@ def render(c, gpu=False, flavor=None, set=None, base_image=None, ca_bundle=None,
 def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None, index_url=None,
           extra_index_url=None, ca_bundle=None, tag=None, no_cache=False, skip_published_check=False):
     """Build, verify and tag a training image (default: the cpu flavor)."""
-    from trainstack.identity import check_reference
     from trainstack.image.build import build_image
+    from trainstack.image.naming import check_reference
     from trainstack.image.published import overridden_pins
 
     for extra_tag in tag or []:
@@ -139,9 +140,10 @@ def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str
         if not path.is_file():
             raise bad_value("--sbom", sbom_file, "is not a file", "an SBOM file (CycloneDX 1.5 JSON)")
         return sbom_file, parse_sbom(path.read_text(encoding="utf-8"), sbom_file)
+    from trainrun.image_contract import SBOM_PATH
     from trainstack import docker_client
-    from trainstack.identity import SBOM_PATH, check_reference, flavor_image
     from trainstack.image.matrix import load_matrix
+    from trainstack.image.naming import check_reference, flavor_image
     from trainstack.image.sbom import read_image_sbom
 
     reference = check_reference("--image", image) if image else flavor_image(
@@ -200,9 +202,9 @@ def scan(c, gpu=False, flavor=None, image=None, sbom=None, require=False, osv_ur
 @reports_errors
 def train(c, gpu=False, flavor=None, processes="2"):
     """Train the example model in a built image with `trainrun mpi` (the main job)."""
-    from trainstack.identity import flavor_image
     from trainstack.image.demo import train_in_image
     from trainstack.image.matrix import load_matrix
+    from trainstack.image.naming import flavor_image
 
     name = load_matrix().flavor(_flavor_name(gpu, flavor)).name
     train_in_image(flavor_image(name), whole_number("--processes", processes))
@@ -232,7 +234,7 @@ def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstre
               env={"TRAINSTACK_UPSTREAM": "1"}, pty=sys.stdout.isatty())
         return
     if gpu_build:
-        from trainstack.identity import flavor_image
+        from trainstack.image.naming import flavor_image
 
         build(c, flavor=gpu_flavor, set=[])
         gpu_image = flavor_image(gpu_flavor)

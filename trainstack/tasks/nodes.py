@@ -7,7 +7,7 @@ import sys
 from invoke import task
 from invoke.exceptions import Exit
 
-from trainstack import nodes
+from trainstack.clusters import nodes
 from trainstack.console import reports_errors
 from trainstack.errors import whole_number
 

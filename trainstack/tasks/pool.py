@@ -7,10 +7,10 @@ import sys
 from invoke import task
 from invoke.exceptions import Exit
 
-from trainstack import localpool as pool
+from trainstack.clusters import pool
 from trainstack.console import reports_errors
 from trainstack.errors import whole_number
-from trainstack.localpool.layout import MASTER_PORT, MASTER_UI_PORT, NOTEBOOK_PORT
+from trainstack.clusters.pool.layout import MASTER_PORT, MASTER_UI_PORT, NOTEBOOK_PORT
 
 NAME_HELP = f"pool name, the prefix of its containers and network (default {pool.DEFAULT_POOL})"
 

@@ -8,9 +8,9 @@ from typing import Iterable, Mapping
 from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
-from ..plan import Plan, thread_env
+from ..plan import Plan, run_env, thread_env
 from ..proctree import JOB_ID
-from ..rank.env import SHOW_RANKS
+from ..rank.env import SHOW_RANKS, rank_argv
 from ..remote import RemoteHosts, remote_hosts, resolve_options
 from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, rank_count, rank_list
 
@@ -61,10 +61,35 @@ def hosts_and_env(job: MpiJob, machine: Machine) -> tuple[tuple[HostSlots, ...],
     check_capacity("-np", job.num_processes, hosts)
     env = {**rendezvous_env(hosts, machine), **thread_env(machine, max(host.slots for host in hosts))}
     if job.network_interface:
+        check_interface(job.network_interface, machine)
         env.update({name: job.network_interface for name in INTERFACE_VARIABLES})
     if job.ranks_filter is not None:
         env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, job.num_processes)
-    return hosts, {**env, **user_env("-x", job.env, machine.environ)}
+    return hosts, {**env, **run_env(job.run), **user_env("-x", job.env, machine.environ)}
+
+
+def check_interface(interface: str, machine: Machine) -> None:
+    """--network-interface must exist here, where mpirun (or horovodrun) itself talks over it to every host: MPI's
+    own error is a 12-line banner after the launch."""
+    if machine.interfaces and interface not in machine.interfaces:
+        # Not the host ends of containers' links (veth*), dozens on a docker host and never a job's interface.
+        named = [name for name in machine.interfaces if not name.startswith("veth")]
+        raise UsageError("--network-interface", interface, "is not a network interface of this host",
+                         valid=", ".join(named))
+
+
+def is_this_host(host: HostSlots, machine: Machine) -> bool:
+    return host.name in LOCAL_NAMES or host.name in machine.local_names
+
+
+def ranks_on_this_host(num_processes: int, hosts: tuple[HostSlots, ...], machine: Machine) -> int:
+    """How many of the ranks land on this host: mpirun and horovodrun fill the hosts' slots in order."""
+    here, left = 0, num_processes
+    for host in hosts:
+        placed = min(host.slots, left)
+        here += placed if is_this_host(host, machine) else 0
+        left -= placed
+    return here
 
 
 def openmpi_binding(hosts: tuple[HostSlots, ...], machine: Machine) -> list[str]:
@@ -82,7 +107,7 @@ def openmpi_binding(hosts: tuple[HostSlots, ...], machine: Machine) -> list[str]
 def remote_access(job: MpiJob, hosts: tuple[HostSlots, ...], machine: Machine,
                   needs: str | None) -> RemoteHosts | None:
     """The job's hosts other than this one and the ssh setup that reaches them (trainrun.remote)."""
-    if all(host.name in LOCAL_NAMES or host.name in machine.local_names for host in hosts):
+    if all(is_this_host(host, machine) for host in hosts):
         if job.ssh.given():
             resolve_options(job.ssh, {})  # still checked: a typo should not wait for the first remote job
         return None
@@ -146,8 +171,11 @@ class MpiPlanner:
                 argv += ["-iface", job.network_interface]
             if tag:
                 argv.append("-prepend-rank")
-        argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
-        return Plan(f"mpi ({machine.mpi_flavor})", argv, env, ranks=job.num_processes, run=job.run, remote=remote)
+        argv += [*job.launcher_args, *rank_argv(job.program, machine.python)]
+        tags = ("pieces" if machine.mpi_flavor == "openmpi" else "lines") if tag else "none"
+        return Plan(backend=f"mpi ({machine.mpi_flavor})", argv=argv, env=env, ranks=job.num_processes,
+                    local_ranks=ranks_on_this_host(job.num_processes, hosts, machine), launcher="mpirun",
+                    output_tags=tags, run=job.run, remote=remote)
 
 
 class HorovodGlooPlanner:
@@ -167,5 +195,7 @@ class HorovodGlooPlanner:
         if job.output_filename:
             argv += ["--output-filename", job.output_filename]
         # horovodrun prefixes every line with its rank ([0]<stdout>:) itself.
-        argv += [*job.launcher_args, *job.program.rank_argv(machine.python)]
-        return Plan("horovod-gloo", argv, env, ranks=job.num_processes, run=job.run, remote=remote)
+        argv += [*job.launcher_args, *rank_argv(job.program, machine.python)]
+        return Plan(backend="horovod-gloo", argv=argv, env=env, ranks=job.num_processes,
+                    local_ranks=ranks_on_this_host(job.num_processes, hosts, machine), launcher="horovodrun",
+                    output_tags="lines", run=job.run, remote=remote)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
 from ..machine import Machine
-from ..plan import Plan, thread_env
+from ..plan import Plan, run_env, thread_env
 from ..validate import check_resolves, host_port, port, positive_int, rank_count
 
 INSTALL_TORCH = "pip install torch"
@@ -84,11 +84,13 @@ class TorchPlanner:
                      "--master-port", str(job.master_port or default_port)]
         if job.max_restarts:
             argv += ["--max-restarts", str(job.max_restarts)]
-        if job.tag_output and ranks > 1:
+        tagged = job.tag_output and ranks > 1
+        if tagged:
             argv += ["--tee", "3"]  # each line on the console prefixed with its local rank, [default0]:
         if job.log_dir:
             argv += ["--log-dir", job.log_dir]
         if job.local_ranks_filter:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
-        return Plan("torch", argv, thread_env(machine, nproc), ranks=ranks, run=job.run)
+        return Plan(backend="torch", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)}, ranks=ranks,
+                    local_ranks=nproc, launcher="torchrun", output_tags="lines" if tagged else "none", run=job.run)

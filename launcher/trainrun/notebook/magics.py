@@ -3,15 +3,13 @@ session as Synapse and sparkmagic do; `spark` and `sc` are made on first use."""
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import shlex
 import sys
 from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, magics_class
 
-from ..cli import build_parser, job_from_args
+from ..cli import build_parser, dry_run, job_from_args
 from ..errors import TrainrunError
 from .cell import CELL_FILENAME, compile_cell, run_cell
 from .errors import CellError
@@ -51,13 +49,10 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
         raise CellError(f"trainrun: backend = {(tokens or [''])[0]!r}: %%trainrun needs a backend first "
                         f"(valid: one of {', '.join(CELL_BACKENDS)}, e.g. %%trainrun mpi -np 2)")
     program = ["--", "python", CELL_FILENAME]
-    errors = io.StringIO()
     try:
-        with contextlib.redirect_stderr(errors):
-            args = build_parser().parse_args([*tokens, *program])
-    except SystemExit:
-        lines = [line for line in errors.getvalue().splitlines() if line.strip()]
-        raise CellError(lines[-1] if lines else f"trainrun: invalid options {line!r}") from None
+        args = build_parser().parse_args([*tokens, *program])
+    except TrainrunError as exc:
+        raise CellError(f"trainrun: {exc}") from None
     if args.command != program:
         raise CellError(f"trainrun: command = {shlex.join(args.command[:-3])!r}: the cell is the program "
                         f"(valid: {tokens[0]}'s options only; a script runs with `!trainrun ...`)")
@@ -91,10 +86,7 @@ class TrainrunMagics(Magics):
         try:
             job = job_from_args(args)
             if args.dry_run:
-                from ..backends import plan_job
-                from ..machine import detect_machine
-
-                sys.stdout.write(plan_job(job, detect_machine(args.backend)).to_text())
+                sys.stdout.write(dry_run(args, job))
                 return None
             return run_in_job(job, args.backend, run_cell, (cell, pushed))
         except TrainrunError as exc:  # a failed job (JobFailed) or bad input: one line, as the CLI prints it

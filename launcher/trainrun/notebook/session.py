@@ -123,8 +123,10 @@ def apply(plan: SessionPlan) -> None:
 
 
 def running() -> bool:
-    from pyspark import SparkContext
-
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pyspark is not a dependency of trainrun[notebook]: no session runs without it
+        return False
     return SparkContext._active_spark_context is not None
 
 

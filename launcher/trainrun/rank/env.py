@@ -1,5 +1,6 @@
 """The uniform rank environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE under every launcher, mapped
-in Python (launcher_rank_env, for trainrun.rank.entry) and in sh (shell_rank_argv).
+in Python (launcher_rank_env, for trainrun.rank.entry) and in sh (shell_rank_argv); rank_argv, the argv that
+starts one rank of a program under mpirun or Horovod's Gloo controller.
 
 The sh entry runs ranks under mpirun and Horovod's Gloo controller that run a command (`python train.py`,
 `python -m pkg.train`, `./run.sh`): export the uniform rank variables, run the command, and record a
@@ -12,6 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import Mapping
 
+from ..program import Program
 from .status import STATUS_DIR
 
 # Each rank entry's pid, exported for everything the rank starts (trainrun.proctree finds leftovers by it).
@@ -80,3 +82,13 @@ def shell_rank_script(python: str) -> str:
 
 def shell_rank_argv(command: list[str], python: str) -> list[str]:
     return ["sh", "-c", shell_rank_script(python), "trainrun-rank", *command]
+
+
+def rank_argv(program: Program, python: str) -> list[str]:
+    """One rank of `program` under mpirun or Horovod's Gloo controller: a function payload needs trainrun.rank,
+    anything else runs as a command under the sh entry."""
+    if program.kind == "payload":
+        return [python, "-m", "trainrun.rank", *program.rank_args()]
+    interpreter = program.interpreter or python
+    head = {"script": [interpreter], "module": [interpreter, "-m"], "exec": []}[program.kind]
+    return shell_rank_argv([*head, program.target, *program.args], python)

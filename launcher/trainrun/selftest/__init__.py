@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ..arguments import positive, seconds
 from .sizes import CPU_DEFAULT, GPU_DEFAULT
 
 CPU_RANKS = 2  # without GPUs: the smallest job in which an allreduce moves data
@@ -25,8 +26,6 @@ When an NCCL sweep fails, it prints `trainrun doctor`'s hints for NCCL."""
 
 def add_parser(sub: Any) -> None:
     """`trainrun selftest` in trainrun.cli's subcommands."""
-    from ..cli import positive, seconds
-
     selftest = sub.add_parser("selftest", help="check and measure the GPUs, NCCL, Gloo, MPI, Horovod and "
                               "torch.compile of this machine or of -H hosts", description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)

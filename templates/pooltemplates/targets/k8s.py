@@ -11,12 +11,13 @@ from typing import Any
 
 import yaml
 
+from .. import image_contract
 from ..errors import Problem, TemplateError
 from ..schema import PoolTemplate
 from ..units import UNIT_BYTES, parse_size
 
 IMAGE_NAME = "trainstack"
-# The content tags `invoke push` gives the matrix's flavors (trainstack.identity.content_tag), which
+# The content tags `invoke push` gives the matrix's flavors (trainstack.image.naming.content_tag), which
 # never move; tests/unit/templates/test_kubernetes.py holds them to images/matrix.yaml.
 IMAGE_TAGS = {
     "cpu": "cpu-py3.11-torch2.13-tf2.21-hvd0.28.1",
@@ -25,16 +26,12 @@ IMAGE_TAGS = {
 SPARK_VERSION = "4.3.0"
 DEFAULT_REGISTRY = "localhost:5000"
 DEFAULT_NAMESPACE = "default"
-# In-image paths (trainrun.image_contract spells them; tests/unit/launcher/test_image_contract.py holds these to it).
-EXAMPLES_DIR = "/opt/trainstack/examples"
-IMAGE_HOME = "/home/trainer"
-IMAGE_UID = 1000
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_VOLUME = "dshm"
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 # Docker's reference grammar (distribution/reference): a registry HOST[:PORT][/PATH], and a whole image
-# reference [REGISTRY/]NAME[/NAME...][:TAG]. trainstack.identity.REFERENCE is the host tooling's copy of the
+# reference [REGISTRY/]NAME[/NAME...][:TAG]. trainstack.image.naming.REFERENCE is the host tooling's copy of the
 # latter (a unit test holds them equal); `invoke push --registry` checks this REGISTRY.
 _COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
 REGISTRY = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?(?:/{_COMPONENT})*")
@@ -45,16 +42,15 @@ _QUANTITY_UNITS = (("p", "Pi"), ("t", "Ti"), ("g", "Gi"), ("m", "Mi"), ("k", "Ki
 
 # MPI over SSH (mpi-operator and Kubeflow Trainer's MPI runtime mount an SSH key pair, with the public key as
 # authorized_keys, at SSH_DIR). Workers run the image's `trainstack-sshd` (images/scripts/trainstack-sshd):
-# sshd as the image's user on SSH_PORT, key-only, authorizing ~/.ssh/authorized_keys, with a host key made at
+# sshd as the image's user on its port, key-only, authorizing ~/.ssh/authorized_keys, with a host key made at
 # start (none is in the image), and the image's PATH for commands run over ssh (orted, python).
-SSH_DIR = f"{IMAGE_HOME}/.ssh"
-SSH_PORT = 2222
-SSHD_COMMAND = ["trainstack-sshd"]
+SSH_DIR = f"{image_contract.IMAGE_HOME}/.ssh"
+SSHD_CONTAINER_COMMAND = [image_contract.SSHD_COMMAND]
 # The mounted SSH keys belong to root; this group lets the image's user read them.
-SSH_KEYS_READABLE = {"securityContext": {"fsGroup": IMAGE_UID}}
+SSH_KEYS_READABLE = {"securityContext": {"fsGroup": image_contract.IMAGE_USER_UID}}
 # On the mpirun command line, because the operators set OMPI_MCA_plm_rsh_args themselves; worker host
 # keys are new with every job.
-SSH_CLIENT_ARGS = (f"-p {SSH_PORT} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+SSH_CLIENT_ARGS = (f"-p {image_contract.SSHD_PORT} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
                    "-o ConnectionAttempts=10")
 
 
@@ -184,7 +180,8 @@ def script_words(template: PoolTemplate, target: str, script: str | None, defaul
         why = "names no script"
     if not words:
         raise TemplateError(f"render {template.name!r} for {target}", [Problem(
-            "script", script, why, "a script path and its arguments, e.g. '/home/trainer/train.py --epochs 3'")])
+            "script", script, why,
+            f"a script path and its arguments, e.g. '{image_contract.IMAGE_HOME}/train.py --epochs 3'")])
     return words
 
 
@@ -200,7 +197,7 @@ def mpirun_command(template: PoolTemplate, processes: int, program: list[str]) -
 
 def sshd_readiness_probe() -> dict[str, Any]:
     """Ready once sshd listens, so the launcher's first ssh finds it."""
-    return {"tcpSocket": {"port": SSH_PORT}, "initialDelaySeconds": 2, "periodSeconds": 2}
+    return {"tcpSocket": {"port": image_contract.SSHD_PORT}, "initialDelaySeconds": 2, "periodSeconds": 2}
 
 
 class _Dumper(yaml.SafeDumper):

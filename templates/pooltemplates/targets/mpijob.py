@@ -1,10 +1,11 @@
 """An mpi-operator v2 MPIJob (kubeflow.org/v2beta1): a launcher running mpirun, one worker pod per executor."""
 from __future__ import annotations
 
+from .. import image_contract
 from ..schema import PoolTemplate
 from . import k8s
 
-DEFAULT_SCRIPT = (f"{k8s.EXAMPLES_DIR}/horovod_torch_mnist.py", "--checkpoint-dir", "/tmp/checkpoints")
+DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/horovod_torch_mnist.py", "--checkpoint-dir", "/tmp/checkpoints")
 
 
 def render(template: PoolTemplate, image: str | None = None, registry: str | None = None,
@@ -26,7 +27,7 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     worker = k8s.compact({
         "name": "worker",
         "image": image,
-        "command": k8s.SSHD_COMMAND,
+        "command": k8s.SSHD_CONTAINER_COMMAND,
         "readinessProbe": k8s.sshd_readiness_probe(),
         "resources": k8s.executor_resources(template),
         "volumeMounts": [k8s.shm_mount()],

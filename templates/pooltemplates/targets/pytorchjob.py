@@ -3,10 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import image_contract
 from ..schema import PoolTemplate
 from . import k8s
 
-DEFAULT_SCRIPT = (f"{k8s.EXAMPLES_DIR}/ddp_torch_mnist.py", "--checkpoint-dir", "/tmp/checkpoints")
+DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/ddp_torch_mnist.py", "--checkpoint-dir", "/tmp/checkpoints")
 # The operator reads the master's port from the container port of this name.
 MASTER_PORT = {"name": "pytorchjob-port", "containerPort": 23456}
 

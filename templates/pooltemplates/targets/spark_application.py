@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import image_contract
 from ..schema import PoolTemplate
 from . import k8s
 from .kubernetes import DEFAULT_MASTER, kubernetes_conf
@@ -10,7 +11,7 @@ from .kubernetes import DEFAULT_MASTER, kubernetes_conf
 # The service account the spark-operator Helm chart makes in job namespaces (release "spark-operator").
 DEFAULT_SERVICE_ACCOUNT = "spark-operator-spark"
 # TorchDistributor on the pool's executors; the example's own default master is local[2].
-DEFAULT_SCRIPT = (f"{k8s.EXAMPLES_DIR}/torch_distributor_mnist.py", "--master", DEFAULT_MASTER)
+DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/torch_distributor_mnist.py", "--master", DEFAULT_MASTER)
 # Fields of the SparkApplication's driver and executor specs instead of sparkConf entries.
 SPEC_FIELDS = {
     "spark.driver.cores": ("driver", "cores", int),

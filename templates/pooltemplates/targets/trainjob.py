@@ -60,7 +60,7 @@ def render_mpi(template: PoolTemplate, image: str | None = None, registry: str |
     node = k8s.compact({
         "name": NODE,
         "image": image,
-        "command": k8s.SSHD_COMMAND,
+        "command": k8s.SSHD_CONTAINER_COMMAND,
         "readinessProbe": k8s.sshd_readiness_probe(),
         "resources": k8s.executor_resources(template),
         "volumeMounts": [k8s.shm_mount()],

@@ -43,7 +43,8 @@ def run_probe(site_dir: Path, *first_on_path: Path) -> dict:
 
 def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_copies(cpu_context):
     files = sorted(path.name for path in (cpu_context / "site-packages").iterdir())
-    assert files == ["trainstack-absent-packages.pth", "trainstack_absent_packages.json", "trainstack_absent_packages.py"]
+    assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth", "trainstack_absent_packages.json",
+                     "trainstack_absent_packages.py", "trainstack_compile_cache.py"]
     assert (cpu_context / "site-packages" / "trainstack-absent-packages.pth").read_text() == "import trainstack_absent_packages\n"
     data = json.loads((cpu_context / "site-packages" / "trainstack_absent_packages.json").read_text())
     assert data == {"flavor": "cpu", "absent": [dict(entry) for entry in load_matrix().flavor("cpu").absent]}
@@ -53,8 +54,11 @@ def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_co
 
 
 @pytest.mark.parametrize("flavor", ["gpu", "gpu-cu13"])
-def test_flavors_with_nothing_absent_copy_no_module(flavor):
-    assert "COPY site-packages/" not in render_dockerfile(load_matrix().flavor(flavor))
+def test_flavors_with_nothing_absent_copy_the_compile_hook_only(flavor, tmp_path):
+    context = write_build_context(load_matrix().flavor(flavor), SourceOptions(), tmp_path / flavor)
+    assert sorted(path.name for path in (context / "site-packages").iterdir()) == [
+        "trainstack-compile-cache.pth", "trainstack_compile_cache.py"]
+    assert "COPY site-packages/" in render_dockerfile(load_matrix().flavor(flavor))
 
 
 def test_importing_an_absent_package_says_why_and_what_instead(cpu_context):

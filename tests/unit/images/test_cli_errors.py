@@ -27,6 +27,11 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         (["build", "--ca-bundle", "/nonexistent/ca.pem"], "error: --ca-bundle = '/nonexistent/ca.pem': is not a file (valid: a PEM bundle"),
         (["render", "--wheelhouse", "/nonexistent/wheels"], "error: --wheelhouse = '/nonexistent/wheels': is not a directory (valid: a folder of .whl files)\n"),
         (["build", "--tag", "bad tag!"], "error: --tag = 'bad tag!': is not a docker image reference"),
+        # The option named as given, the example said once.
+        (["build", "--base-image", "::bad::"],
+         "error: --base-image = '::bad::': is not a docker image reference (valid: a docker image reference, e.g. "
+         "debian:bookworm-slim or registry:5000/debian-base:bookworm, with no whitespace, quotes or shell "
+         "metacharacters)\n"),
         (["build", "--index-url", "http://pypi.example.org/simple"],
          "error: --index-url = 'http://pypi.example.org/simple': is not an https URL"),
         (["build", "--extra-index-url", "https://ok.example.org/simple", "--extra-index-url", "ftp://x"],

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
+from trainrun.image_contract import CONSTRAINTS_PATH, MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
 from trainstack.errors import TrainstackError
-from trainstack.identity import CONSTRAINTS_PATH, MANIFEST_PATH, SBOM_PATH
 from trainstack.image import build
 from trainstack.image.dockerfile import render_dockerfile
 from trainstack.image.manifest import SETID_FIND, setid_problems

@@ -2,9 +2,9 @@ import copy
 
 import pytest
 
-from trainstack.identity import content_tag, image_tags
 from trainstack.image.manifest import manifest_mismatches, parse_constraints, pip_check_problems
 from trainstack.image.matrix import load_matrix
+from trainstack.image.naming import content_tag, image_tags
 
 CPU_MANIFEST = {
     "flavor": "cpu",

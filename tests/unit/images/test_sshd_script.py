@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from trainstack import identity
+from trainrun import image_contract
 from trainstack.image.matrix import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "images" / "scripts" / identity.SSHD_COMMAND
+SCRIPT = REPO_ROOT / "images" / "scripts" / image_contract.SSHD_COMMAND
 NOBODY = 65534
 AS_ROOT = os.geteuid() == 0
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOb0Fh7JtV8Xj1dDCfz8rr0bYBSHpLSDGGTRDnXYUdoA nodes@host"
@@ -81,7 +81,7 @@ def test_the_config_is_key_only_on_2222_with_the_images_path(sandbox) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(sandbox.state / "sshd_config")
     config = sandbox.config()
-    for line in (f"Port {identity.SSHD_PORT}", f"HostKey {sandbox.state}/ssh_host_ed25519_key",
+    for line in (f"Port {image_contract.SSHD_PORT}", f"HostKey {sandbox.state}/ssh_host_ed25519_key",
                  f"AuthorizedKeysFile {sandbox.state}/authorized_keys", f"PidFile {sandbox.state}/sshd.pid",
                  "PubkeyAuthentication yes", "PasswordAuthentication no", "KbdInteractiveAuthentication no",
                  "HostbasedAuthentication no", "UsePAM no", "PermitRootLogin no", "PermitUserEnvironment no",

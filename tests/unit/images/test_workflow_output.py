@@ -1,6 +1,7 @@
 import pytest
+from workflow_checks import checkpoint_writers
 
-from trainstack.image.workflows import checkpoint_writers, summary
+from trainstack.image.workflows import summary
 
 
 def test_summary_is_the_last_json_line():

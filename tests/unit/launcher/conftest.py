@@ -7,7 +7,8 @@ import types
 
 import pytest
 
-from trainrun.cli import plan_from_argv
+from trainrun.backends import plan_job
+from trainrun.cli import build_parser, job_from_args
 from trainrun.machine import Machine
 from trainrun.plan import Plan
 
@@ -25,7 +26,7 @@ ENVIRON = {
 BASE_MACHINE = Machine(
     is_root=False, cpu_count=8, environ=ENVIRON, python="/usr/bin/python3", free_port=29400,
     mpi_flavor="openmpi", has_torch=True, has_pyspark=True, has_java=True,
-    horovodrun="/usr/local/bin/horovodrun", spark_home="/opt/spark", gpu_count=0,
+    horovodrun="/usr/local/bin/horovodrun", spark_home="/opt/spark", gpu_count=0, interfaces=("lo", "eth0"),
 )
 
 
@@ -34,7 +35,8 @@ def make_machine(**changes: object) -> Machine:
 
 
 def _plan_for(argv: list[str], **machine_changes: object) -> Plan:
-    return plan_from_argv(argv, make_machine(**machine_changes))[0]
+    """The plan `trainrun ARGV` makes, the way cli.main makes it, on the fixed test machine."""
+    return plan_job(job_from_args(build_parser().parse_args(argv)), make_machine(**machine_changes))
 
 
 @pytest.fixture

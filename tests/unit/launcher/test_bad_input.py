@@ -58,6 +58,13 @@ USAGE_CASES = {
                                        "spark://HOST:PORT"),
     "host with a space for slots": (["mpi", "-np", "2", "-H", "localhost 2", "python", "t.py"], "-H",
                                     "host:slots[,host:slots...]"),
+    "host with a semicolon for a colon": (["mpi", "-np", "2", "-H", "localhost;2", "python", "t.py"], "-H",
+                                          "'localhost;2' is not a host name (valid: host:slots[,host:slots...]"),
+    "an interface this host lacks": (["mpi", "--num-proc", "2", "-H", "localhost:2", "--network-interface", "nosuch0",
+                                      "python", "t.py"], "--network-interface",
+                                     "'nosuch0': is not a network interface of this host (valid: lo, eth0)"),
+    "an interface this host lacks, gloo": (["mpi", "--gloo", "-np", "2", "--network-interface", "nosuch0", "python",
+                                            "t.py"], "--network-interface", "(valid: lo, eth0)"),
     "-x name with a space": (["mpi", "-np", "2", "-x", "BAD NAME=1", "python", "t.py"], "-x",
                              "NAME of letters, digits and _"),
     "-x name starting with a digit": (["mpi", "-np", "2", "-x", "1X=1", "python", "t.py"], "-x",
@@ -128,10 +135,14 @@ ARGUMENT_CASES = {
                                       "option = '--nproc-per-node': is not an option of trainrun spark; "
                                       "did you mean --num-processes?"),
     "no backend": (["-np", "2", "python", "t.py"],
-                   "backend = '': is missing before -np (valid: mpi, torch, spark, doctor, e.g. trainrun mpi -np 2 "
-                   "python train.py)"),
+                   "backend = '': is missing before -np (valid: mpi, torch, spark, doctor, selftest, e.g. trainrun "
+                   "mpi -np 2 python train.py)"),
     "misspelled backend": (["mpy", "-np", "2", "python", "t.py"], "backend = 'mpy': is not a backend; did you mean mpi?"),
-    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, doctor"),
+    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, doctor, selftest"),
+    "an option selftest lacks": (["selftest", "--ranks", "0"],
+                                 "option = '--ranks': is not an option of trainrun selftest "
+                                 "(valid: the options `trainrun selftest --help` lists)"),
+    "an unknown selftest option": (["selftest", "--bogus"], "option = '--bogus': is not an option of trainrun selftest"),
     "launcher arguments without =": (["mpi", "-np", "2", "--mpi-args", "--bogus", "python", "t.py"],
                                      "--mpi-args = '--bogus': is read as an option of trainrun's own "
                                      "(valid: --mpi-args=--bogus or --mpi-args='--bogus ...', with `=`)"),
@@ -140,16 +151,22 @@ ARGUMENT_CASES = {
     "framework choice": (["spark", "-np", "2", "--framework", "tf", "t.py"],
                          "--framework = 'tf': is invalid (valid: torch, horovod)"),
     "exclusive gpu options": (["spark", "-np", "2", "--use-gpu", "--no-gpu", "t.py"],
-                              "--no-gpu = True: is not allowed with --use-gpu (valid: one of them)"),
+                              "--no-gpu = True: is not allowed with --use-gpu (valid: either --use-gpu or --no-gpu, "
+                              "not both)"),
+    "-H and --hostfile": (["mpi", "-np", "2", "-H", "localhost:2", "--hostfile", "/etc/hostname", "python", "ok.py"],
+                          "--hostfile = '/etc/hostname': is not allowed with -H (valid: either -H or --hostfile, "
+                          "not both)"),
+    "--hostfile= and -H": (["mpi", "-np", "2", "--hostfile=/etc/hostname", "-H", "localhost:2", "python", "ok.py"],
+                           "-H = 'localhost:2': is not allowed with --hostfile"),
+    "selftest's -H and --hostfile": (["selftest", "-H", "a:1", "--hostfile", "hosts"],
+                                     "--hostfile = 'hosts': is not allowed with -H"),
 }
 
 
 @pytest.mark.parametrize("case", sorted(ARGUMENT_CASES))
 def test_argument_errors_are_one_line_in_the_project_format(case: str, capsys) -> None:
     argv, fragment = ARGUMENT_CASES[case]
-    with pytest.raises(SystemExit) as exit_info:
-        cli.main(argv)
-    assert exit_info.value.code == 2
+    assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"trainrun: {fragment}") and err.count("\n") == 1, err
 
@@ -171,7 +188,8 @@ def test_dry_run_prints_and_starts_nothing(capsys, monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("dry run started the job"))
     assert cli.main(["torch", "--nproc-per-node", "2", "--dry-run", "--", "t.py"]) == 0
-    assert capsys.readouterr().out.startswith("backend: torch\nranks: 2\nargv: /usr/bin/python3 -m trainrun.torchrun")
+    assert capsys.readouterr().out.startswith("backend: torch\nlauncher: torchrun\nranks: 2 (2 on this host)\n"
+                                              "argv: /usr/bin/python3 -m trainrun.torchrun")
 
 
 def test_hostfile_lines_become_hosts(tmp_path, plan_for) -> None:
@@ -350,6 +368,9 @@ MISSING_PROGRAMS = {
                                 "command = 'nosuchmodule': is not a module"),
     "mpi script": (["mpi", "-np", "2", "python", "missing.py"], "command = 'missing.py': is not a file on this host"),
     "mpi command": (["mpi", "-np", "2", "./missing.sh"], "command = './missing.sh': is not a command on this host"),
+    "mpi python that is not here": (["mpi", "-np", "2", "python3.99", "train.py"],
+                                    "command = 'python3.99': is not a command on this host (valid: a Python on PATH "
+                                    "that every rank runs, e.g. python3 or {python})"),
 }
 
 
@@ -359,6 +380,7 @@ def test_a_missing_program_is_refused_before_the_launch(case: str, capsys, monke
     monkeypatch.chdir(tmp_path)
     (tmp_path / "pkg").mkdir()
     (tmp_path / "pkg" / "__init__.py").write_text("raise SystemExit('a package is looked up, not imported')")
+    (tmp_path / "train.py").write_text("")
     monkeypatch.setattr(cli, "detect_machine", lambda backend: machine())
     monkeypatch.setattr("trainrun.runner.run_plan", lambda *a, **k: pytest.fail("started a missing program"))
     argv, expected = MISSING_PROGRAMS[case]

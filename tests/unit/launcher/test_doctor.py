@@ -2,9 +2,12 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 
 import pytest
 
+from trainrun.compile_cache import compiler_caches, inductor_cache_dir, noexec_mount, noexec_problem, noexec_problems
 from trainrun.doctor import Facts, format_checks, run_checks
 from trainrun.machine import default_route_interface
 
@@ -119,3 +122,38 @@ def test_doctor_says_which_keras_tf_keras_is_and_whether_horovod_supports_it(env
 
 def test_doctor_has_no_keras_line_without_tensorflow() -> None:
     assert "tf.keras" not in statuses(HEALTHY)
+
+
+def test_a_compile_cache_on_a_noexec_mount_names_the_variable_and_exec() -> None:
+    facts = dataclasses.replace(HEALTHY, compile_caches=(
+        ("TORCHINDUCTOR_CACHE_DIR", "/tmp/torchinductor_trainer", "/tmp"),
+        ("TRITON_CACHE_DIR", "/work/triton", None)))
+    inductor, triton = [check for check in run_checks(facts) if check.name == "torch.compile"]
+    assert (inductor.status, triton.status) == ("warn", "ok")
+    assert inductor.detail == ("TORCHINDUCTOR_CACHE_DIR = '/tmp/torchinductor_trainer': is on /tmp, a noexec mount: "
+                               "torch.compile cannot load the kernels it builds there")
+    assert inductor.hint == ("set TORCHINDUCTOR_CACHE_DIR=DIR on a mount with exec, or /tmp mounted with exec, e.g. "
+                             "docker run --tmpfs /tmp:exec")
+    assert "fail" not in statuses(facts).values()  # training without torch.compile still runs
+    without_torch = dataclasses.replace(facts, packages={"horovod": "0.28.1"})
+    assert "torch.compile" not in statuses(without_torch)
+
+
+def test_the_compile_caches_are_where_inductor_and_triton_put_them(tmp_path) -> None:
+    environ = {"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor"), "TRITON_CACHE_DIR": "/work/triton"}
+    triton = [("TRITON_CACHE_DIR", "/work/triton")] if importlib.util.find_spec("triton") else []
+    assert compiler_caches(environ) == [("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor")), *triton]
+    assert compiler_caches({}) == [("TORCHINDUCTOR_CACHE_DIR", inductor_cache_dir({}))]
+    assert os.path.basename(inductor_cache_dir({})).startswith("torchinductor_")
+    assert str(noexec_problem("TRITON_CACHE_DIR", "/tmp/triton-cache", "/tmp")) == (
+        "TRITON_CACHE_DIR = '/tmp/triton-cache': is on /tmp, a noexec mount: torch.compile cannot load the kernels "
+        "it builds there (valid: TRITON_CACHE_DIR=DIR on a mount with exec, or /tmp mounted with exec, e.g. docker "
+        "run --tmpfs /tmp:exec)")
+
+
+def test_a_cache_on_a_mount_with_exec_is_fine(tmp_path) -> None:
+    # A real noexec mount (docker's --tmpfs /tmp): tests/image/test_compile.py.
+    if os.statvfs(tmp_path).f_flag & os.ST_NOEXEC:
+        pytest.skip("this host's temp dir is mounted noexec")
+    assert noexec_mount(str(tmp_path / "not" / "made" / "yet")) is None
+    assert list(noexec_problems({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})) == []

@@ -4,10 +4,19 @@ Regenerate after an intended change with: UPDATE_GOLDEN=1 pytest tests/unit/laun
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pytest
+
+from trainrun.backends import plan_job
+from trainrun.backends.spark import STAGE
+from trainrun.errors import UsageError
+from trainrun.job import SparkJob
+from trainrun.plan import RunOptions
+from trainrun.program import Program
+from trainrun.rank.env import VERBOSE
 
 GOLDEN = Path(__file__).parent / "golden"
 
@@ -93,3 +102,36 @@ def test_text_plan_shows_argv_env_and_spark_conf(fake_pooltemplates: object, pla
     assert "argv: /usr/bin/python3 -m trainrun.backends.spark.driver" in text
     assert "  PYSPARK_PYTHON=/usr/bin/python3" in text
     assert "spark conf:\n" in text and "  spark.task.resource.gpu.amount=1" in text
+
+
+VERBOSE_CASES = [["mpi", "-np", "2", "python", "t.py"], ["mpi", "--gloo", "-np", "2", "python", "t.py"],
+                 ["torch", "--nproc-per-node", "2", "t.py"], ["spark", "--num-processes", "2", "t.py"],
+                 ["spark", "--local-mode", "--num-processes", "2", "t.py"]]
+
+
+@pytest.mark.parametrize("argv", VERBOSE_CASES)
+def test_every_planner_puts_verbose_in_the_ranks_env_and_the_text_shows_it(plan_for, argv) -> None:
+    verbose = plan_for([argv[0], "--verbose", *argv[1:]], mpi_flavor=None if "--gloo" in argv else "openmpi")
+    assert verbose.env[VERBOSE] == "1" and "verbose: yes" in verbose.to_text().splitlines()
+    quiet = plan_for(argv, mpi_flavor=None if "--gloo" in argv else "openmpi")
+    assert VERBOSE not in quiet.env and "verbose: no" in quiet.to_text().splitlines()
+
+
+class FakeSession:
+    class sparkContext:  # noqa: N801 (SparkSession's attribute)
+        master = "spark://pool-master:7077"
+
+
+def test_a_caller_s_spark_session_is_planned_too(machine) -> None:
+    session = FakeSession()
+    job = SparkJob(num_processes=2, program=Program("payload", "/tmp/p.pkl", ("/tmp/r.pkl",)), session=session,
+                   run=RunOptions(exit_barrier_timeout=30))
+    plan = plan_job(job, machine(has_pyspark=False, has_java=False))  # the session has its own
+    assert (plan.session, plan.master, plan.launcher, plan.local_ranks) == (
+        session, "spark://pool-master:7077", STAGE, 0)
+    assert plan.argv[3:] == ["--master", "spark://pool-master:7077", "--num-processes", "2", "--framework", "torch",
+                             "--no-gpu", "--", "--payload", "/tmp/p.pkl", "/tmp/r.pkl"]
+    text = plan.to_text()
+    assert "session: the caller's SparkSession, in this process" in text and "exit barrier timeout: 30s" in text
+    with pytest.raises(UsageError, match="^spark = 'a SparkSession': is used as it is"):
+        plan_job(dataclasses.replace(job, master="local[2]"), machine())

@@ -18,7 +18,7 @@ from trainrun.backends.spark.output import OutputClient, OutputServer
 from trainrun.backends.spark.task import pump_output
 from trainrun.errors import JobFailed
 from trainrun.job import MpiJob, SparkJob, TorchJob
-from trainrun.lifecycle import LAUNCHER_GRACE, Lifecycle, launcher_name
+from trainrun.lifecycle import LAUNCHER_GRACE, Lifecycle
 from trainrun.plan import Plan, RunOptions
 from trainrun.proctree import JOB_ID, alive, descendants, end_job_processes, job_processes
 from trainrun.program import Program
@@ -147,13 +147,6 @@ def test_launcher_failure_without_a_rank_record() -> None:
     assert life.outcome(0, NOTHING, None) is None
 
 
-@pytest.mark.parametrize("argv,name", [(["mpirun", "-np", "2"], "mpirun"),
-                                       (["/usr/bin/python3", "-m", "torch.distributed.run"], "torch.distributed.run"),
-                                       (["/opt/bin/horovodrun", "--gloo"], "horovodrun")])
-def test_launcher_name(argv, name) -> None:
-    assert launcher_name(argv) == name
-
-
 def test_exit_statuses() -> None:
     assert exit_of_returncode(-9) == (137, "SIGKILL") and exit_of_returncode(3) == (3, None)
     assert exit_of_shell_status(143) == (143, "SIGTERM") and exit_of_shell_status(127) == (127, None)
@@ -211,7 +204,7 @@ def test_the_plan_holds_the_timeouts_and_the_output_options(plan_for, argv) -> N
 
 def test_the_runner_needs_nothing_beside_the_plan(capfd) -> None:
     # The plan's own timeout stops the job; its timestamp option prefixes the output.
-    plan = Plan("test", [sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(60)"],
+    plan = Plan(backend="test", argv=[sys.executable, "-c", "import time; print('hi', flush=True); time.sleep(60)"],
                 run=RunOptions(timeout=1.0, timestamp_output=True))
     started = time.monotonic()
     with pytest.raises(JobFailed) as failed:

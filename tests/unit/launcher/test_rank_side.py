@@ -15,7 +15,7 @@ from trainrun.machine import detect_mpi_flavor
 from trainrun.proctree import alive
 from trainrun.program import Program, program_from_command, program_from_script_args
 from trainrun.rank import entry
-from trainrun.rank.env import SOURCES, launcher_rank_env, shell_rank_argv
+from trainrun.rank.env import SOURCES, launcher_rank_env, rank_argv, shell_rank_argv
 from trainrun.rank.status import STATUS_DIR, RankExit, first_failure, read_status
 
 
@@ -48,7 +48,7 @@ def test_program_from_command(command, expected) -> None:
 def test_program_from_script_args() -> None:
     assert program_from_script_args("command", ["-m", "m", "1"]) == Program("module", "m", ("1",))
     assert program_from_script_args("command", ["t.py", "-m"]) == Program("script", "t.py", ("-m",))
-    assert Program("payload", "p.pkl", ("r.pkl",)).rank_argv("py") == [
+    assert rank_argv(Program("payload", "p.pkl", ("r.pkl",)), "py") == [
         "py", "-m", "trainrun.rank", "--payload", "p.pkl", "r.pkl"]
 
 
@@ -231,6 +231,6 @@ def test_shell_rank_ends_its_leftovers_holding_its_stdout(tmp_path) -> None:
 
 
 def test_programs_other_than_payloads_run_as_commands_under_sh() -> None:
-    assert Program("script", "t.py", ("-a",), "python3").rank_argv("py")[-3:] == ["python3", "t.py", "-a"]
-    assert Program("module", "pkg.main", ("x",)).rank_argv("py")[-4:] == ["py", "-m", "pkg.main", "x"]
-    assert Program("exec", "./run.sh", ("a",)).rank_argv("py")[:2] == ["sh", "-c"]
+    assert rank_argv(Program("script", "t.py", ("-a",), "python3"), "py")[-3:] == ["python3", "t.py", "-a"]
+    assert rank_argv(Program("module", "pkg.main", ("x",)), "py")[-4:] == ["py", "-m", "pkg.main", "x"]
+    assert rank_argv(Program("exec", "./run.sh", ("a",)), "py")[:2] == ["sh", "-c"]

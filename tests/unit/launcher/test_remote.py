@@ -116,10 +116,10 @@ def test_mpich_refuses_ssh_options_it_cannot_pass(plan_for) -> None:
         plan_for(["mpi", "-np", "2", "-H", "a:1,b:1", "-p", "2222", "python", "t.py"], mpi_flavor="mpich")
 
 
-def test_connect_timeout_is_bounded(capsys) -> None:
-    with pytest.raises(SystemExit):
+def test_connect_timeout_is_bounded() -> None:
+    with pytest.raises(UsageError) as err:
         cli.build_parser().parse_args(["mpi", "-np", "2", "--ssh-connect-timeout", "0", "python", "t.py"])
-    assert capsys.readouterr().err == "trainrun: --ssh-connect-timeout = '0': is invalid (valid: seconds from 1 to 300)\n"
+    assert str(err.value) == "--ssh-connect-timeout = '0': is invalid (valid: seconds from 1 to 300)"
 
 
 @pytest.mark.skipif(shutil.which("ssh") is None, reason="needs the ssh client")
@@ -294,13 +294,13 @@ def test_runner_checks_before_the_launch_and_sweeps_after_a_failure(monkeypatch,
     monkeypatch.setattr(remote, "sweep", lambda plan_remote, env: calls.append(f"sweep {env[JOB_ID]}"))
     from trainrun.runner import run_plan
 
-    plan = Plan("mpi (openmpi)", ["sh", "-c", f"touch {marker}; exit 3"], remote=remote_of())
+    plan = Plan(backend="mpi (openmpi)", argv=["sh", "-c", f"touch {marker}; exit 3"], remote=remote_of())
     with pytest.raises(JobFailed):
         run_plan(plan)
     assert marker.exists() and [call.split()[0] for call in calls] == ["check", "sweep"]
     assert calls[0].split()[1] == calls[1].split()[1]
     calls.clear()
-    run_plan(Plan("mpi (openmpi)", ["true"], remote=remote_of()))
+    run_plan(Plan(backend="mpi (openmpi)", argv=["true"], remote=remote_of()))
     assert [call.split()[0] for call in calls] == ["check"]
 
 
@@ -314,7 +314,7 @@ def test_a_failed_check_starts_nothing(monkeypatch, tmp_path) -> None:
     from trainrun.runner import run_plan
 
     with pytest.raises(UsageError, match="does not resolve"):
-        run_plan(Plan("mpi (openmpi)", ["touch", str(marker)], remote=remote_of()))
+        run_plan(Plan(backend="mpi (openmpi)", argv=["touch", str(marker)], remote=remote_of()))
     assert not marker.exists()
 
 

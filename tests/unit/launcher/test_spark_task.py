@@ -15,7 +15,7 @@ from trainrun.backends.spark.task import (
     host_of,
     rank_command,
 )
-from trainrun.proctree import task_dir_prefix
+from trainrun.proctree import job_temp_prefix
 from trainrun.program import Program, program_from_rank_args
 
 
@@ -130,4 +130,4 @@ def test_output_server_listens_on_loopback_for_local_masters() -> None:
 
 
 def test_task_directory_is_named_by_job_so_trainrun_finds_it() -> None:
-    assert task_dir_prefix("abc123") == "trainrun-task-abc123-"
+    assert job_temp_prefix("abc123") == "trainrun-task-abc123-"

@@ -20,8 +20,7 @@ import yaml
 
 from pooltemplates import TemplateError, TemplateWarning, load_template, packaged_templates, render
 from pooltemplates.targets import k8s
-from trainstack import identity
-from trainstack.image import dockerfile
+from trainstack.image import naming
 from trainstack.image.matrix import load_matrix
 
 CRDS = Path(__file__).parents[2] / "support" / "crds"
@@ -271,21 +270,9 @@ def test_image_tags_are_the_matrix_content_tags() -> None:
         packages = {name: flavor.version(name) for name in ("torch", "tensorflow", "horovod") if flavor.version(name)}
         manifest = {"flavor": flavor_name, "python": flavor.version("python"), "packages": packages,
                     "libraries": {"cuda": flavor.version("cuda")} if flavor.gpu else {}}
-        assert tag == identity.content_tag(manifest)
+        assert tag == naming.content_tag(manifest)
         assert k8s.SPARK_VERSION == flavor.version("pyspark")
     assert k8s.IMAGE_NAME == matrix.image_name
-
-
-def test_in_image_paths_are_the_images() -> None:
-    assert k8s.EXAMPLES_DIR == identity.EXAMPLES_DIR
-    assert k8s.IMAGE_HOME == f"/home/{dockerfile.IMAGE_USER}"
-    dockerfile_template = (Path(__file__).parents[3] / "images" / "Dockerfile.j2").read_text(encoding="utf-8")
-    assert f"useradd --create-home --uid {k8s.IMAGE_UID} " in dockerfile_template
-    # The MPI workers' sshd is the image's own command, on its port.
-    assert k8s.SSHD_COMMAND == [identity.SSHD_COMMAND] and k8s.SSH_PORT == identity.SSHD_PORT
-    sshd = (Path(__file__).parents[3] / "images" / "scripts" / identity.SSHD_COMMAND).read_text(encoding="utf-8")
-    assert f"port=${{TRAINSTACK_SSHD_PORT:-{identity.SSHD_PORT}}}" in sshd
-    assert f"keys_dir=${{TRAINSTACK_SSH_DIR:-{identity.SSH_KEYS_DIR}}}" in sshd
 
 
 def test_shared_values_are_written_out_not_aliased() -> None:
@@ -294,4 +281,4 @@ def test_shared_values_are_written_out_not_aliased() -> None:
 
 
 def test_image_reference_grammar_is_the_host_toolings() -> None:
-    assert k8s.REFERENCE.pattern == identity.REFERENCE.pattern
+    assert k8s.REFERENCE.pattern == naming.REFERENCE.pattern

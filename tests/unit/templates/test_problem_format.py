@@ -4,9 +4,8 @@ import pytest
 
 from pooltemplates import MAX_SHOWN, Problem
 from trainrun.errors import UsageError
+from trainstack.clusters.containers import ClusterError
 from trainstack.errors import TrainstackError, bad_value
-from trainstack.localpool.errors import PoolError
-from trainstack.nodes.errors import NodesError
 
 LONG_VALUE = "x" * 10 * MAX_SHOWN
 EXPECTED = Problem("--option", LONG_VALUE, "is too long", "a short value")
@@ -25,7 +24,7 @@ def test_trainrun_usage_error_prints_the_problem_format() -> None:
     assert str(error) == str(EXPECTED)
 
 
-@pytest.mark.parametrize("error_type", [TrainstackError, PoolError, NodesError])
+@pytest.mark.parametrize("error_type", [TrainstackError, ClusterError])
 def test_every_host_error_type_has_the_one_bad_option(error_type) -> None:
     error = error_type.bad_option("--option", LONG_VALUE, "is too long", "a short value")
     assert type(error) is error_type

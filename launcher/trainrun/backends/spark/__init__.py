@@ -1,4 +1,5 @@
-"""A Spark barrier stage (one task per process), or TorchDistributor-style local mode on this host."""
+"""A Spark barrier stage (one task per process) run by trainrun's Spark driver, or in the caller's own SparkSession
+(trainrun.run(spark=session)), or TorchDistributor-style local mode on this host."""
 from __future__ import annotations
 
 import dataclasses
@@ -8,7 +9,7 @@ from typing import Callable, Mapping
 from ...errors import MissingBackend, UsageError
 from ...job import MpiJob, SparkJob, TorchJob
 from ...machine import Machine
-from ...plan import Plan
+from ...plan import Plan, run_env
 from ...validate import check_reachable, rank_count, rank_list, spark_master
 from ..mpi import MpiPlanner
 from ..torch import TorchPlanner
@@ -22,6 +23,10 @@ TASK_GPUS = "spark.task.resource.gpu.amount"
 GPU_RESOURCE = ".resource.gpu."
 # Progress bars would interleave with the rank output the driver prints.
 DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false"}
+DRIVER_MODULE = "trainrun.backends.spark.driver"
+# What trainrun's messages call the driver process, and the stage a SparkSession runs in this process.
+DRIVER = "the Spark driver"
+STAGE = "the Spark stage"
 
 TemplateConf = Callable[[str, Mapping[str, str], int, bool], Mapping[str, str]]
 
@@ -83,6 +88,8 @@ class SparkPlanner:
                                                                   job.num_processes)
         if job.local_mode:
             return self._local_plan(job, machine, shown)
+        if job.session is not None:
+            return self._session_plan(job, machine, shown)
         if not machine.has_pyspark:
             raise MissingBackend("pyspark", INSTALL_PYSPARK)
         if not machine.has_java:
@@ -97,17 +104,8 @@ class SparkPlanner:
         check_discovery_scripts(conf, master)
         if job.check_master:
             check_reachable(option, master, standalone_masters)
-        argv = [machine.python, "-m", "trainrun.backends.spark.driver", "--master", master,
-                "--num-processes", str(job.num_processes), "--framework", job.framework,
-                "--use-gpu" if use_gpu else "--no-gpu"]
-        for key, value in sorted(conf.items()):
-            argv += ["--conf", f"{key}={value}"]
-        if job.run.verbose:
-            argv.append("--verbose")
-        if shown is not None:
-            argv += ["--ranks-filter", shown]
-        argv += ["--", *job.program.rank_args()]
-        env = {}
+        argv = driver_argv(job, machine.python, master, use_gpu, conf, shown)
+        env = run_env(job.run)
         if machine.spark_home and "SPARK_HOME" not in machine.environ:
             env["SPARK_HOME"] = machine.spark_home  # local-cluster starts executors from SPARK_HOME
         if master.startswith("local-cluster") and "SPARK_WORKER_DIR" not in machine.environ:
@@ -115,7 +113,24 @@ class SparkPlanner:
             env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
         if "PYSPARK_PYTHON" not in machine.environ:
             env["PYSPARK_PYTHON"] = machine.python
-        return Plan("spark", argv, env, dict(conf), ranks=job.num_processes, run=job.run)
+        notes = () if job.master or "spark.master" in conf else (
+            f"no --master: Spark runs every rank on this host ({master}); a pool's: --master spark://HOST:7077 "
+            "(invoke pool.status prints it)",)
+        return Plan(backend="spark", argv=argv, env=env, spark_conf=dict(conf), ranks=job.num_processes,
+                    local_ranks=job.num_processes if master.startswith("local") else 0, launcher=DRIVER,
+                    output_tags="lines", master=master, notes=notes, run=job.run)
+
+    def _session_plan(self, job: SparkJob, machine: Machine, shown: str | None) -> Plan:
+        """The stage in the caller's SparkSession: its master and conf are the session's; nothing starts but the
+        stage's tasks (trainrun.backends.spark.driver.run_in_session)."""
+        if job.template or job.conf or job.master:
+            raise UsageError("spark", "a SparkSession", "is used as it is",
+                             valid="a SparkSession without a master, template or Spark conf of trainrun's")
+        master = job.session.sparkContext.master
+        return Plan(backend="spark (session)", argv=driver_argv(job, machine.python, master, bool(job.use_gpu), {},
+                                                                shown),
+                    ranks=job.num_processes, local_ranks=job.num_processes if master.startswith("local") else 0,
+                    launcher=STAGE, output_tags="lines", master=master, run=job.run, session=job.session)
 
     def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
         conf = dict(DEFAULT_CONF)
@@ -139,3 +154,17 @@ class SparkPlanner:
             plan = MpiPlanner().plan(MpiJob(num_processes=job.num_processes, program=job.program, ranks_filter=shown,
                                             run=job.run), machine)
         return dataclasses.replace(plan, backend=f"spark local mode: {plan.backend}")
+
+
+def driver_argv(job: SparkJob, python: str, master: str, use_gpu: bool, conf: Mapping[str, str],
+                shown: str | None) -> list[str]:
+    """`python -m trainrun.backends.spark.driver OPTIONS -- RANK_ARGS`, read by the driver's parse_args."""
+    argv = [python, "-m", DRIVER_MODULE, "--master", master, "--num-processes", str(job.num_processes),
+            "--framework", job.framework, "--use-gpu" if use_gpu else "--no-gpu"]
+    for key, value in sorted(conf.items()):
+        argv += ["--conf", f"{key}={value}"]
+    if job.run.verbose:
+        argv.append("--verbose")
+    if shown is not None:
+        argv += ["--ranks-filter", shown]
+    return [*argv, "--", *job.program.rank_args()]

@@ -1,8 +1,8 @@
 """The Spark driver of `trainrun spark`: one barrier stage of N tasks, rank output streamed back.
 
 Run as `python -m trainrun.backends.spark.driver --master URL --num-processes N --framework torch|horovod
---use-gpu|--no-gpu [--conf K=V ...] -- RANK_ARGS` (the plan's argv), or in-process through
-`run_barrier_job` when `trainrun.run` is given a SparkSession.
+--use-gpu|--no-gpu [--conf K=V ...] -- RANK_ARGS` (the plan's argv), or in-process through `run_in_session`
+when `trainrun.run` is given a SparkSession (a plan with a session, the same arguments).
 """
 from __future__ import annotations
 
@@ -18,16 +18,16 @@ from typing import Any, Callable, Sequence
 
 from ...errors import JobFailed, TrainrunError
 from ...lifecycle import Lifecycle, Stop
+from ...plan import Plan
 from ...proctree import JOB_ID
 from ...program import Program, program_from_rank_args
 from ...rank.status import STATUS_DIR, RankExit, write_record, write_start
 from ...validate import key_value
+from . import STAGE
 from .output import LOOPBACK, OutputServer, is_local_master
 from .stage_failure import describe_stage_failure
 from .task import TaskConfig, run_barrier_task
 
-# What trainrun.lifecycle's messages call the launcher here.
-STAGE = "the Spark stage"
 POLL_SECONDS = 0.2
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
@@ -138,13 +138,16 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
 
 
-def record_failure(err: JobFailed) -> None:
+def record_failure(err: JobFailed) -> bool:
     """Leave the same status record a rank would, so `trainrun` names the rank uniformly (the output channel
-    has written it already when the rank's end arrived; this covers a record that could not be written)."""
+    has written it already when the rank's end arrived; this covers a record that could not be written). Whether
+    trainrun's runner has the record, and so says the failure itself."""
     status_dir = os.environ.get(STATUS_DIR)
-    if err.rank is not None and status_dir and os.path.isdir(status_dir) and \
-            not os.path.exists(os.path.join(status_dir, f"rank-{err.rank}.json")):
+    if err.rank is None or not status_dir or not os.path.isdir(status_dir):
+        return False
+    if not os.path.exists(os.path.join(status_dir, f"rank-{err.rank}.json")):
         write_record(status_dir, err.rank, err.exit_code, err.signal)
+    return True
 
 
 class _QuietStop:
@@ -173,6 +176,25 @@ class _QuietStop:
             pass
 
 
+def run_in_session(plan: Plan) -> None:
+    """A plan with a session (trainrun.run(spark=session)): its stage in that SparkSession, in this process, with
+    the plan's exit barrier and timeout applied here; raises JobFailed as trainrun's runner does. A function's
+    rank 0 result is written where `main` writes it."""
+    args, rank_args = parse_args(plan.argv[3:])  # after `python -m trainrun.backends.spark.driver`
+    program = program_from_rank_args(rank_args)
+    result = run_barrier_job(plan.session, args.num_processes, program, args.framework, args.use_gpu,
+                             args.ranks_filter, exit_barrier_timeout=plan.run.exit_barrier_timeout,
+                             timeout=plan.run.timeout)
+    write_result(program, result)
+
+
+def write_result(program: Program, result: bytes | None) -> None:
+    """Rank 0's pickled return value, where a function payload's arguments name it (trainrun.api reads it)."""
+    if program.kind == "payload" and result is not None:
+        with open(program.args[0], "wb") as f:
+            f.write(result)
+
+
 def main(argv: Sequence[str]) -> int:
     args, rank_args = parse_args(argv)
     program = program_from_rank_args(rank_args)
@@ -196,15 +218,12 @@ def main(argv: Sequence[str]) -> int:
     except TrainrunError as err:
         if stop.signum is not None:
             return 128 + stop.signum
-        print(f"trainrun: {err}", file=sys.stderr)
-        if isinstance(err, JobFailed):
-            record_failure(err)
+        if not (isinstance(err, JobFailed) and record_failure(err)):
+            print(f"trainrun: {err}", file=sys.stderr)  # what no rank's record tells trainrun's runner
         return err.exit_code
     finally:
         session.stop()
-    if program.kind == "payload" and result is not None:
-        with open(program.args[0], "wb") as f:
-            f.write(result)
+    write_result(program, result)
     return 0
 
 

@@ -17,9 +17,9 @@ from typing import Iterator
 
 from ...machine import Machine, interface_for_address
 from ...plan import thread_env
-from ...proctree import task_dir_prefix
+from ...proctree import job_temp_prefix
 from ...program import Program
-from ...rank.env import SHOW_RANKS
+from ...rank.env import SHOW_RANKS, rank_argv
 from ...rank.status import STATUS_DIR, TASK_DIR, exit_of_returncode, read_status
 from .output import OutputClient
 
@@ -99,7 +99,7 @@ def rank_command(config: TaskConfig, task_index: int, task_hosts: list[str], ren
     if config.framework == "horovod":
         env.update(horovod_task_env(task_index, config.num_processes, rendezvous, interface_for_address(own_host)))
         env.update(MASTER_ADDR=rendezvous.master_addr, MASTER_PORT=str(rendezvous.master_port))
-        return program.rank_argv(sys.executable), env
+        return rank_argv(program, sys.executable), env
     machine = Machine(is_root=os.geteuid() == 0, cpu_count=os.cpu_count() or 1, environ=os.environ,
                       python=sys.executable, free_port=rendezvous.master_port)
     env.update(RANK=str(task_index), WORLD_SIZE=str(config.num_processes), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
@@ -135,7 +135,7 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
     agreed = json.loads(ctx.allGather(offer)[0])
     rendezvous = Rendezvous(task_hosts[0], agreed["master_port"], agreed.get("horovod_port"))
 
-    prefix = task_dir_prefix(config.job_id) if config.job_id else "trainrun-task-"
+    prefix = job_temp_prefix(config.job_id) if config.job_id else "trainrun-task-"
     workdir = tempfile.mkdtemp(prefix=f"{prefix}{task_index}-")
     client = None
     try:

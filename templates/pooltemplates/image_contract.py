@@ -1,0 +1,36 @@
+"""Generated from launcher/trainrun/image_contract.py, where each name is explained; do not edit.
+pooltemplates does not depend on trainrun, so it carries this copy; tests/unit/launcher/
+test_image_contract.py fails when it is stale and regenerates it with UPDATE_GOLDEN=1."""
+from __future__ import annotations
+
+VENV_DIR = "/opt/venv"
+MANIFEST_PATH = "/etc/trainstack/manifest.json"
+# The image's CycloneDX SBOM, written beside the manifest at build time (images/scripts/write_sbom.py).
+SBOM_PATH = "/etc/trainstack/sbom.cdx.json"
+CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
+EXAMPLES_DIR = "/opt/trainstack/examples"
+DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"
+IMAGE_SCRIPTS_DIR = "/opt/trainstack/bin"
+# sshd as the image's user for multi-node MPI (images/scripts/trainstack-sshd), on PATH under this name; its
+# port, and where it reads the public keys allowed to log in (a mounted secret or volume).
+SSHD_COMMAND = "trainstack-sshd"
+SSHD_PORT = 2222
+SSH_KEYS_DIR = "/etc/trainstack/ssh"
+# Login shells (bash -l, su -, ssh) read the image's environment from here.
+LOGIN_PROFILE_PATH = "/etc/profile.d/trainstack.sh"
+# Spark's writable places for any user of the image (the pyspark package, SPARK_HOME, belongs to root).
+SPARK_WORKER_DIR = "/tmp/spark/work"
+SPARK_LOG_DIR = "/tmp/spark/logs"
+# The image's training user (useradd in images/Dockerfile.j2), its uid and its home.
+IMAGE_USER = "trainer"
+IMAGE_USER_UID = 1000
+IMAGE_HOME = f"/home/{IMAGE_USER}"
+# JupyterLab's work folder (`lab` role), meant for a mounted volume, as docker-stacks' /home/jovyan/work.
+NOTEBOOK_DIR = f"{IMAGE_HOME}/work"
+JUPYTER_PORT = 8888
+# The IPython extension every kernel of the image loads (launcher/trainrun/notebook).
+IPYTHON_EXTENSION = "trainrun.notebook"
+# Triton's kernel cache: somewhere any user of the image can write, whatever its home (TRITON_CACHE_DIR overrides).
+TRITON_CACHE_DIR = "/tmp/triton-cache"
+# Where the image keeps the sources of the two distributions it installs.
+LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
