@@ -47,13 +47,13 @@ def session_plan(body: str = "", template: str | None = None, assignments: tuple
     from pooltemplates import TemplateError
     from pooltemplates.configure import Room, configure_session
 
-    master = pool_master()
+    on_pool = pool_master()
     try:
         session = configure_session(Room(available_cpus(), available_memory()), body, template, assignments,
-                                    pool=os.environ[POOL_TEMPLATE_ENV] if master else None)
+                                    pool=os.environ[POOL_TEMPLATE_ENV] if on_pool else None)
     except TemplateError as exc:
         raise CellError.from_template_error(exc) from None
-    master = master if session.pool is not None else f"local[{session.slots}]"
+    master = on_pool or f"local[{session.slots}]"
     submit = ["--master", master]
     for key, value in session.conf.items():
         submit += ["--conf", f"{key}={value}"]
