@@ -1,5 +1,6 @@
-"""`%%trainrun` runs a cell on N ranks through trainrun's plans and runner; `%%configure` sets the notebook's Spark
-session as Synapse and sparkmagic do; `spark` and `sc` are made on first use."""
+"""`%%trainrun` runs a cell on N ranks through trainrun's plans and runner (in a local pool's notebook, `spark` on
+the pool); `%%configure` (and `%configure`, the line alone) sets the notebook's Spark session as Synapse and
+sparkmagic do; `spark` and `sc` are made on first use."""
 from __future__ import annotations
 
 import argparse
