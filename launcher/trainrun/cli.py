@@ -228,8 +228,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 def dry_run(args: argparse.Namespace, job: MpiJob | TorchJob | SparkJob) -> str:
     """What --dry-run prints, for `trainrun` and `%%trainrun` alike: the job's plan on this machine as text, or as
     JSON with --json; nothing starts."""
-    plan = plan_job(job, detect_machine(args.backend))
-    return plan.to_json() if args.json else plan.to_text()
+    return plan_text(plan_job(job, detect_machine(args.backend)), args.json)
+
+
+def plan_text(plan: Plan, as_json: bool = False) -> str:
+    """A plan as --dry-run prints it: as text, or as JSON. `%%configure` prints the notebook session's plan so."""
+    return plan.to_json() if as_json else plan.to_text()
 
 
 def ranks_start_here(plan: Plan) -> bool:

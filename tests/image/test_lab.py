@@ -140,15 +140,21 @@ def test_jupyter_token_sets_the_token(start_lab):
     assert with_token(url).get(f"{base(url)}/api/status").status_code == 200
 
 
-def test_empty_jupyter_token_is_refused(docker_client, image):
-    container = docker_client.containers.run(image.id, ["lab"], detach=True, environment={"JUPYTER_TOKEN": ""})
+@pytest.mark.parametrize("environment, expected", [
+    ({"JUPYTER_TOKEN": ""}, "error: JUPYTER_TOKEN = '': "),
+    ({"JUPYTER_TOKEN": " "}, "error: JUPYTER_TOKEN = ' ': an empty or blank token"),
+    ({"JUPYTER_PORT": "abc"}, "error: JUPYTER_PORT = 'abc': is not a port number (valid: a whole number from 1 to "
+                              "65535; unset for 8888)"),
+])
+def test_a_blank_token_or_a_bad_port_is_refused_in_one_line(docker_client, image, environment, expected):
+    container = docker_client.containers.run(image.id, ["lab"], detach=True, environment=environment)
     try:
         status = container.wait(timeout=60)["StatusCode"]
         output = container.logs().decode()
     finally:
         container.remove(force=True)
     assert status == 2, output
-    assert output.count("\n") == 1 and output.startswith("error: JUPYTER_TOKEN = '': "), output
+    assert output.count("\n") == 1 and output.startswith(expected), output
 
 
 @pytest.mark.parametrize("method, path", [

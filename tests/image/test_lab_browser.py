@@ -66,3 +66,29 @@ def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(brow
     saved = requests.get(f"{base}/api/contents/work/{NOTEBOOK.name}", headers={"Authorization": f"token {token}"})
     check_trainings("synapse_torch_estimator", saved.json()["content"])
     assert screenshot.stat().st_size > 10_000
+
+
+def test_the_home_examples_run_all_in_chromium_without_an_error(browser_tools, start_lab):
+    """The example notebook where JupyterLab's file browser shows it, ~/examples/notebooks (the entrypoint's copy of
+    the image's examples), opened and run all as it is: its `%%writefile train.py` writes beside it, mpirun and
+    %%trainrun train, and no cell fails."""
+    container = start_lab(shm_size="1g")
+    url = lab_url(container, timeout=180)
+    name = "ml_platform_mpirun.ipynb"
+    RESULTS_DIR.mkdir(exist_ok=True)
+    screenshot = RESULTS_DIR / "lab-home-examples.png"
+    base, token = url.split("/lab?token=")
+    finished = subprocess.run(
+        [browser_tools, str(BROWSER_DIR / "run_notebook.js"), base, token, f"examples/notebooks/{name}",
+         "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:rank 1 of 2", str(screenshot)],
+        capture_output=True, text=True, timeout=900, cwd=BROWSER_DIR,
+        env={**os.environ, "BROWSER_TIMEOUT_MS": "600000"})
+    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
+    saved = requests.get(f"{base}/api/contents/examples/notebooks/{name}",
+                         headers={"Authorization": f"token {token}"}).json()["content"]
+    failed = {cell["id"]: cell["outputs"] for cell in saved["cells"] if cell["cell_type"] == "code"
+              and any(output["output_type"] == "error" for output in cell["outputs"])}
+    assert failed == {}, failed
+    check_trainings("ml_platform_mpirun", saved)
+    written = requests.get(f"{base}/api/contents/examples/notebooks/train.py", headers={"Authorization": f"token {token}"})
+    assert written.status_code == 200 and "hvd.init()" in written.json()["content"]

@@ -179,7 +179,7 @@ def test_notebook_runs_spark_on_the_pools_executors(docker_client, running_pool)
                                          demux=True)
     assert code == 0, (out or b"")[-2000:].decode() + (err or b"")[-4000:].decode()
     cells = [cell for cell in nbformat.reads(out.decode(), as_version=4).cells if cell.cell_type == "code"]
-    too_large, configure, session, job = (cell_text(cell) for cell in cells)
+    too_large, configure, session, job, trainrun_cell, unknown_template = (cell_text(cell) for cell in cells)
     assert "numExecutors = 3: the pool 'local-pool' has 2" in too_large, too_large
     assert "Spark session configured" in configure, configure
     master = running_pool["master_url"]["network"]
@@ -187,6 +187,13 @@ def test_notebook_runs_spark_on_the_pools_executors(docker_client, running_pool)
     assert "shuffle partitions: 7" in session, session
     workers = " ".join(f"{running_pool['pool']}-worker-{n}" for n in (1, 2))
     assert f"executor hosts: {workers} driver: {running_pool['notebook']['name']}" in job, job
+    # %%trainrun spark without a master runs in the notebook's session, on the pool's workers, not local[N] here.
+    ranks_on = set(re.findall(r"rank \d on (\S+)", trainrun_cell))
+    assert ranks_on == set(workers.split()), trainrun_cell
+    assert "no --master" not in trainrun_cell, trainrun_cell
+    # The one-line %%configure checks the template's name: one line, no traceback.
+    assert ("%%configure: --template = 'nosuch-pool': is neither a packaged template nor a .yaml path (valid: one of "
+            "local-pool, ") in unknown_template and "Traceback" not in unknown_template, unknown_template
 
 
 def test_the_synapse_notebook_trains_on_the_pool(docker_client, running_pool):

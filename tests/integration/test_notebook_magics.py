@@ -100,9 +100,35 @@ def test_configure_sets_the_predefined_spark_session_as_sparkmagic_does(kernel_e
     assert "restarted" in stream(forced)
     # The body replaced the configuration (no executor memory any more) and a new JVM has the driver's memory.
     assert result(restarted) == "('local[2]', '700m', None, 10)"
-    problems = error(bad_values)["evalue"]
-    assert "3 errors" in problems and "numExecutors = 'three'" in problems and "executorMemory = '60'" in problems
+    problems = error(bad_values)["evalue"].splitlines()  # one line each, as the CLI's, and no traceback
+    assert len(problems) == 3 and all(line.startswith("%%configure: ") for line in problems), problems
+    assert error(bad_values)["traceback"] == problems and error(bad_values)["ename"] == "CellError"
+    problems = "\n".join(problems)
+    assert "numExecutors = 'three'" in problems and "executorMemory = '60'" in problems
     assert "numExecutor = 2: is not a field %%configure takes" in problems
     assert "line 2 column 22" in error(bad_json)["evalue"]
     assert "this container has" in error(too_big)["evalue"] and "120" in error(too_big)["evalue"]
+    assert leftover_processes(kernel_env) == []
+
+
+@requires(spark=True)
+def test_the_one_line_configure_checks_the_template_and_a_spark_cell_says_where_it_runs(kernel_env) -> None:
+    unknown, one_line, line_magic, dry_run, spark_cell = execute([
+        "%%configure -f --template nosuch-pool",
+        "%%configure -f --template local-pool --set spark.executor.instances=1",
+        "%configure -f --template local-pool --set executor.instances=1 --set spark.sql.shuffle.partitions=3",
+        "%configure --dry-run --json",
+        "%%trainrun spark -np 2\nimport os\nprint('spark rank', os.environ['RANK'])",
+    ])
+    assert error(unknown)["traceback"] == [
+        "%%configure: --template = 'nosuch-pool': is neither a packaged template nor a .yaml path (valid: one of "
+        "local-pool, multi-node-gpu, single-node-multi-gpu, synapse-gpu-large, synapse-gpu-minimal, or a path to a "
+        ".yaml file)"]
+    for configured in (one_line, line_magic):
+        assert error(configured) is None and "Spark session configured" in stream(configured), configured
+        assert "master: local[2]" in stream(configured) and "a local master schedules no GPUs" in stream(configured)
+    assert "spark.sql.shuffle.partitions=3" in stream(line_magic)
+    assert '"backend": "spark (notebook session)"' in stream(dry_run), dry_run
+    assert "spark rank 1" in stream(spark_cell), spark_cell
+    assert "trainrun: no --master: Spark runs every rank on this host (local[2])" in stream(spark_cell, "stderr")
     assert leftover_processes(kernel_env) == []

@@ -1,7 +1,21 @@
-"""The one error a trainrun cell shows: its message alone, no traceback (a failing rank's traceback is already in
-the cell's output), and the cell counts as failed, so "Run All" stops there."""
+"""The one error a trainrun cell shows: a TrainrunError whose message alone, one line per problem, is what the cell
+shows (no traceback: a failing rank's traceback is already in the cell's output), and the cell counts as failed,
+so "Run All" stops there."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..errors import TrainrunError
+
+if TYPE_CHECKING:
+    from pooltemplates import TemplateError
 
 
-class CellError(Exception):
+class CellError(TrainrunError):
+    @classmethod
+    def from_template_error(cls, error: "TemplateError") -> "CellError":
+        """A template's problems, each as the one line the CLI prints: `SUBJECT: field = value: rule (valid: ...)`."""
+        return cls("\n".join(f"{error.subject}: {problem}" for problem in error.problems))
+
     def _render_traceback_(self) -> list[str]:
-        return [str(self)]
+        return str(self).splitlines()

@@ -1,22 +1,30 @@
-"""`%%trainrun` runs a cell on N ranks through trainrun's plans and runner; `%%configure` sets the notebook's Spark
-session as Synapse and sparkmagic do; `spark` and `sc` are made on first use."""
+"""`%%trainrun` runs a cell on N ranks through trainrun's plans and runner (in a local pool's notebook, `spark` on
+the pool); `%%configure` (and `%configure`, the line alone) sets the notebook's Spark session as Synapse and
+sparkmagic do; `spark` and `sc` are made on first use."""
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 import shlex
 import sys
 from typing import Any
 
-from IPython.core.magic import Magics, cell_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 
-from ..cli import build_parser, dry_run, job_from_args
+from ..backends import plan_job
+from ..cli import announcement, build_parser, dry_run, job_from_args
 from ..errors import TrainrunError
+from ..job import MpiJob, SparkJob, TorchJob
+from ..machine import detect_machine
 from .cell import CELL_FILENAME, compile_cell, run_cell
 from .errors import CellError
+from .session import NotebookSpark, pool_master
 
 CELL_BACKENDS = ("mpi", "torch", "spark")
 PUSH_OPTION = "--push"
-FORCE_OPTIONS = ("-f", "--force")
+# `%%configure OPTIONS` alone on its cell: IPython refuses a cell magic without a body ("the cell body is empty").
+ONE_LINE_CONFIGURE = re.compile(r"%%configure(\s|$)")
 
 
 def take_push(tokens: list[str]) -> tuple[list[str], list[str]]:
@@ -59,18 +67,39 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
     return args, push
 
 
+def one_line_configure(lines: list[str]) -> list[str]:
+    """An input transformer: a `%%configure` cell that is its first line alone runs as the line magic
+    `%configure`, as `%%configure --template NAME` reads naturally and needs no body."""
+    if lines and ONE_LINE_CONFIGURE.match(lines[0]) and not "".join(lines[1:]).strip():
+        return [lines[0][1:]]
+    return lines
+
+
+def in_pool_session(job: SparkJob, spark: NotebookSpark) -> SparkJob:
+    """`%%trainrun spark` in a notebook of a local pool runs on the pool: without a master, template, conf or
+    --local-mode of its own, in the notebook's session (on the pool's executors, as TorchDistributor does), else
+    with the pool's master; elsewhere as the CLI runs it."""
+    master = pool_master()
+    if master is None or job.master is not None or job.local_mode:
+        return job
+    if job.template or job.conf:
+        return dataclasses.replace(job, master=master)
+    return dataclasses.replace(job, session=spark.session_for_job())
+
+
 @magics_class
 class TrainrunMagics(Magics):
     def __init__(self, shell: Any) -> None:
         super().__init__(shell)
-        from .session import NotebookSpark
-
         self.spark = NotebookSpark(shell)
+        if one_line_configure not in shell.input_transformers_cleanup:
+            shell.input_transformers_cleanup.append(one_line_configure)
 
     @cell_magic
     def trainrun(self, line: str, cell: str) -> Any:
         """%%trainrun mpi|torch|spark [trainrun's options] [--push NAME[,NAME...]]: runs the cell on every rank,
-        streams each rank's output into the cell, and returns rank 0's value of the cell's last expression."""
+        streams each rank's output into the cell, and returns rank 0's value of the cell's last expression.
+        In a notebook of a local pool, `spark` runs on the pool."""
         args, push = parse_cell_options(line)
         try:
             compile_cell(cell)
@@ -84,17 +113,22 @@ class TrainrunMagics(Magics):
         from ..api import run_in_job
 
         try:
-            job = job_from_args(args)
+            job: MpiJob | TorchJob | SparkJob = job_from_args(args)
+            if isinstance(job, SparkJob):
+                job = in_pool_session(job, self.spark)
             if args.dry_run:
                 sys.stdout.write(dry_run(args, job))
                 return None
+            # What the CLI says before a job (such as the master Spark runs on), from the plan run_in_job makes.
+            sys.stderr.write(announcement(plan_job(job, detect_machine(args.backend))))
             return run_in_job(job, args.backend, run_cell, (cell, pushed))
         except TrainrunError as exc:  # a failed job (JobFailed) or bad input: one line, as the CLI prints it
             raise CellError(f"trainrun: {exc}") from None
 
-    @cell_magic
-    def configure(self, line: str, cell: str) -> None:
-        """%%configure [-f] with a Livy session JSON body, or %%configure [-f] --template NAME [--set KEY=VALUE ...]:
-        the notebook's Spark session, checked with the templates' rules. The body replaces the configuration in
-        force; with a session running, -f stops it and starts one with the new configuration."""
+    @line_cell_magic
+    def configure(self, line: str, cell: str | None = None) -> None:
+        """%%configure [-f] with a Livy session JSON body, or %configure [-f] --template NAME [--set KEY=VALUE ...]
+        (a line magic: the line alone): the notebook's Spark session, checked with the templates' rules. It
+        replaces the configuration in force; with a session running, -f stops it and starts one with the new
+        configuration; --dry-run prints the session's plan and applies nothing."""
         self.spark.configure(line, cell)

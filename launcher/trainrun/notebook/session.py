@@ -12,13 +12,13 @@ import ast
 import os
 import shlex
 import sys
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
-from pooltemplates import PoolTemplate, Problem, TemplateError, load_template
-from pooltemplates.units import parse_size
-
+from ..arguments import TrainrunParser
+from ..cli import plan_text
+from ..errors import UsageError
 from ..machine import available_cpus, available_memory
+from ..plan import Plan
 from .errors import CellError
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
@@ -26,100 +26,51 @@ SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
 POOL_MASTER_ENV = "TRAINSTACK_POOL_MASTER"
 POOL_TEMPLATE_ENV = "TRAINSTACK_POOL_TEMPLATE"
 SUBJECT = "%%configure"
-# What a JVM gets when the cell says nothing of the driver's memory (Spark's default).
-SPARK_DEFAULT_DRIVER_MEMORY = "1g"
+# The plan of the notebook's session: what trainrun's messages call it, and the process that starts its JVM.
+SESSION_BACKEND = "spark (notebook session)"
+SESSION_LAUNCHER = "PySpark's spark-submit"
 SESSION_NAMES = ("spark", "sc")
 # Packages whose jobs run on the active session, so importing one starts it.
 SESSION_MODULES = ("pyspark", "spark_tensorflow_distributor", "sparkdl")
 
 
-@dataclass(frozen=True)
-class SessionPlan:
-    """What a session is started with: the master and the Spark conf."""
-
-    master: str
-    conf: Mapping[str, str]
-
-    def submit_args(self) -> str:
-        args = ["--master", self.master]
-        for key, value in self.conf.items():
-            args += ["--conf", f"{key}={value}"]
-        return shlex.join([*args, "pyspark-shell"])
-
-    def describe(self) -> str:
-        return "\n".join([f"master: {self.master}", *(f"  {key}={value}" for key, value in self.conf.items())])
+def pool_master() -> str | None:
+    """The master of the local pool this notebook is attached to, if any (with its template)."""
+    master = os.environ.get(POOL_MASTER_ENV)
+    return master if master and os.environ.get(POOL_TEMPLATE_ENV) else None
 
 
-def pool_template() -> PoolTemplate | None:
-    """The template of the local pool this notebook is attached to, if any."""
-    path = os.environ.get(POOL_TEMPLATE_ENV)
-    return load_template(path) if path and os.environ.get(POOL_MASTER_ENV) else None
+def session_plan(body: str = "", template: str | None = None, assignments: tuple[str, ...] = ()) -> Plan:
+    """The plan of the session a `%%configure` cell asks for (its JSON body, or a template with --set), checked
+    and sized by pooltemplates (pooltemplates.configure) to the pool this notebook is attached to, else to this
+    container under a local master. Raises CellError with one line per problem."""
+    from pooltemplates import TemplateError
+    from pooltemplates.configure import Room, configure_session
+
+    on_pool = pool_master()
+    try:
+        session = configure_session(Room(available_cpus(), available_memory()), body, template, assignments,
+                                    pool=os.environ[POOL_TEMPLATE_ENV] if on_pool else None)
+    except TemplateError as exc:
+        raise CellError.from_template_error(exc) from None
+    master = on_pool or f"local[{session.slots}]"
+    submit = ["--master", master]
+    for key, value in session.conf.items():
+        submit += ["--conf", f"{key}={value}"]
+    return Plan(backend=SESSION_BACKEND, argv=["spark-submit", *submit, "pyspark-shell"],
+                spark_conf=dict(session.conf), ranks=session.slots,
+                local_ranks=session.slots if master.startswith("local") else 0, launcher=SESSION_LAUNCHER,
+                master=master, notes=session.notes)
 
 
-def session_defaults(pool: PoolTemplate | None) -> dict[str, Any]:
-    """The sizing a cell that leaves it out gets: the pool's executors, or one executor with every core here."""
-    if pool is not None:
-        return {"numExecutors": pool.executor.instances, "executorCores": pool.executor.cores,
-                "executorMemory": pool.executor.memory}
-    return {"numExecutors": 1, "executorCores": available_cpus()}
+def submit_args(plan: Plan) -> str:
+    """PYSPARK_SUBMIT_ARGS for a session's plan: spark-submit's arguments, quoted as PySpark splits them."""
+    return shlex.join(plan.argv[1:])
 
 
-def plan_session(template: PoolTemplate, pool: PoolTemplate | None) -> SessionPlan:
-    """The session for a checked template: on the pool's master within the pool's size, else a local master sized
-    to this container; a request larger than either is refused with every problem named."""
-    problems = list(_pool_problems(template, pool) if pool is not None else _machine_problems(template))
-    if problems:
-        raise TemplateError(SUBJECT, problems)
-    conf = dict(template.spark_conf())
-    slots = template.executor.instances * (template.executor.cores or 1)
-    if pool is not None:
-        conf["spark.cores.max"] = str(slots)
-        return SessionPlan(os.environ[POOL_MASTER_ENV], conf)
-    return SessionPlan(f"local[{slots}]", conf)
-
-
-def _machine_problems(template: PoolTemplate) -> list[Problem]:
-    instances, cores = template.executor.instances, template.executor.cores or 1
-    problems = []
-    cpus = available_cpus()
-    if instances * cores > cpus:
-        problems.append(Problem("numExecutors × executorCores", f"{instances} × {cores} = {instances * cores}",
-                                f"this container has {cpus} cores, and a notebook's local master runs every "
-                                "executor's tasks on them", f"at most {cpus} in all, or a notebook attached to a "
-                                "pool (invoke pool.up --notebook)"))
-    memory = available_memory()
-    driver = parse_size(template.driver.memory or SPARK_DEFAULT_DRIVER_MEMORY).bytes
-    executors = instances * parse_size(template.executor.memory).bytes if template.executor.memory else 0
-    if memory is not None and driver + executors > memory:
-        problems.append(Problem("driverMemory + numExecutors × executorMemory",
-                                f"{template.driver.memory or SPARK_DEFAULT_DRIVER_MEMORY} + {instances} × "
-                                f"{template.executor.memory}", f"needs {_gib(driver + executors)}, more than this "
-                                f"container's {_gib(memory)}", f"at most {_gib(memory)} in all"))
-    return problems
-
-
-def _pool_problems(template: PoolTemplate, pool: PoolTemplate) -> list[Problem]:
-    problems = []
-    limits = [("numExecutors", template.executor.instances, pool.executor.instances),
-              ("executorCores", template.executor.cores, pool.executor.cores)]
-    for name, asked, most in limits:
-        if asked is not None and most is not None and asked > most:
-            problems.append(Problem(name, asked, f"the pool {pool.name!r} has {most}", f"at most {most}"))
-    if template.executor.memory and pool.executor.memory and \
-            parse_size(template.executor.memory).bytes > parse_size(pool.executor.memory).bytes:
-        problems.append(Problem("executorMemory", template.executor.memory,
-                                f"the pool {pool.name!r} gives executors {pool.executor.memory}",
-                                f"at most {pool.executor.memory}"))
-    return problems
-
-
-def _gib(size: int) -> str:
-    return f"{size / 2**30:.1f} GiB"
-
-
-def apply(plan: SessionPlan) -> None:
-    """Put the plan in force for the next JVM this process starts."""
-    os.environ[SUBMIT_ARGS] = plan.submit_args()
+def apply(plan: Plan) -> None:
+    """Put a session's plan in force for the next JVM this process starts."""
+    os.environ[SUBMIT_ARGS] = submit_args(plan)
 
 
 def running() -> bool:
@@ -178,32 +129,25 @@ class NotebookSpark:
 
     def __init__(self, shell: Any) -> None:
         self.shell = shell
-        self.pool = pool_template()
         self.session: Any = None
-        if self.pool is not None or SUBMIT_ARGS not in os.environ:  # a user's own PYSPARK_SUBMIT_ARGS stays
-            apply(plan_session(self._template_from_body({}), self.pool))
+        if pool_master() is not None or SUBMIT_ARGS not in os.environ:  # a user's own PYSPARK_SUBMIT_ARGS stays
+            try:
+                apply(session_plan())
+            except CellError as exc:  # the kernel still starts; the first %%configure cell names it again
+                print(f"trainrun: the notebook's Spark session keeps Spark's defaults: {exc}", file=sys.stderr)
         shell.events.register("pre_run_cell", self.before_cell)
 
-    def _template_from_body(self, body: Mapping[str, Any]) -> PoolTemplate:
-        from pooltemplates.configure import template_from_body
-
-        return template_from_body(body, session_defaults(self.pool))
-
-    def configure(self, line: str, cell: str) -> None:
-        from pooltemplates import parse_assignments
-        from pooltemplates.configure import parse_body
-
-        options = configure_parser()
-        try:
-            args = options.parse_args(shlex.split(line))
-            if args.template and cell.strip():
-                raise CellError(f"{SUBJECT}: --template = {args.template!r}: a cell has either a JSON body or "
-                                "--template (valid: one of them)")
-            template = (load_template(args.template, parse_assignments(args.set)) if args.template else
-                        self._template_from_body(parse_body(cell)))
-            plan = plan_session(template, self.pool)
-        except (TemplateError, ValueError) as exc:
-            raise CellError(str(exc)) from None
+    def configure(self, line: str, cell: str | None) -> None:
+        """`%%configure` with a body or `--template`, or `%configure` (the line alone): checks the session, then
+        puts it in force (with -f, restarting a running session), or with --dry-run prints its plan only."""
+        args = parse_configure_line(line)
+        if args.help:
+            print(configure_parser().format_help(), end="")
+            return
+        plan = session_plan(cell or "", args.template, tuple(args.set))
+        if args.dry_run:
+            print(plan_text(plan, args.json), end="")
+            return
         if running() and not args.force:
             print(f"A Spark session is already running, so this configuration was not applied. `{SUBJECT} -f` "
                   "stops the session (progress in its Spark jobs is lost) and starts one with the new configuration.")
@@ -212,14 +156,20 @@ class NotebookSpark:
         if restart:
             stop()
         apply(plan)
-        print(f"Spark session configured ({'restarted' if restart else 'starts on first use of spark'}):\n"
-              f"{plan.describe()}")
+        print(f"Spark session configured ({'restarted' if restart else 'starts on first use of spark'}):")
+        print(plan_text(plan, False), end="")
         if restart:
             self.bind(start())
 
+    def session_for_job(self) -> Any:
+        """The notebook's session, started if it is not yet, for a barrier stage that runs in it."""
+        if self.session is None or not running() or not all(self._ours(name) for name in SESSION_NAMES):
+            self.bind(start())
+        return self.session
+
     def before_cell(self, info: Any) -> None:
         source = info.raw_cell or ""
-        if source.lstrip().startswith(("%%trainrun", f"{SUBJECT}")):
+        if source.lstrip().startswith(("%%trainrun", "%%configure", "%configure")):
             return
         if not uses_spark(self.shell.transform_cell(source)):
             return
@@ -241,14 +191,38 @@ class NotebookSpark:
         self.shell.user_ns.update({"spark": session, "sc": session.sparkContext})
 
 
-def configure_parser() -> argparse.ArgumentParser:
-    parser = _CellArgumentParser(prog=SUBJECT, add_help=False)
-    parser.add_argument("-f", "--force", action="store_true")
-    parser.add_argument("--template")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
+def configure_parser() -> TrainrunParser:
+    usage = (f"{SUBJECT} [-f] [--dry-run [--json]] [--template NAME [--set KEY=VALUE ...]], then the session's "
+             "JSON body below the line (or the line alone: %configure ...)")
+    parser = TrainrunParser(prog=SUBJECT, add_help=False, usage=usage.replace("%", "%%"))
+    parser.add_argument("-f", "--force", action="store_true",
+                        help="stop a running session (progress in its Spark jobs is lost) and start the new one")
+    parser.add_argument("--template", metavar="NAME", help="a pool template (packaged name or .yaml file) instead "
+                        "of a body")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="with --template: a template setting or a Spark conf key, e.g. executor.instances=2 "
+                             "or spark.sql.shuffle.partitions=8")
+    parser.add_argument("--dry-run", action="store_true", help="print the session's plan; apply nothing")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: the plan as JSON")
+    parser.add_argument("-h", "--help", action="store_true", help="this help")
+    parser.add_argument("words", nargs="*", help=argparse.SUPPRESS)
     return parser
 
 
-class _CellArgumentParser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise ValueError(f"{SUBJECT}: {message} (valid: -f, --template NAME, --set KEY=VALUE)")
+def parse_configure_line(line: str) -> argparse.Namespace:
+    """The options of a `%%configure` line; a bad one is one line naming it (CellError)."""
+    try:
+        tokens = shlex.split(line)
+    except ValueError as exc:
+        raise CellError(f"{SUBJECT}: line = {line!r}: {exc} (valid: options as a shell splits them)") from None
+    try:
+        args = configure_parser().parse_args(tokens)
+        if args.words:
+            raise UsageError("line", " ".join(args.words), f"is not an option of {SUBJECT}",
+                             valid="-f, --template NAME, --set KEY=VALUE, --dry-run; the JSON body goes below the "
+                                   "line")
+        if args.json and not args.dry_run:
+            raise UsageError("--json", True, valid="together with --dry-run")
+    except UsageError as exc:
+        raise CellError(f"{SUBJECT}: {exc}") from None
+    return args

@@ -2,7 +2,7 @@
 
     python run_notebook.py NOTEBOOK WORKDIR [CELL_TIMEOUT]
 
-The notebook is copied to WORKDIR, which the kernel runs in (its %%writefile and checkpoints land there). The
+The notebook is copied to WORKDIR (unless it is there already), which the kernel runs in (its %%writefile and checkpoints land there). The
 executed notebook, outputs and all, is printed after a line `EXECUTED NOTEBOOK:` as one line of JSON, also when a
 cell failed (the exit code is then 1), with the seconds it took.
 """
@@ -24,7 +24,8 @@ def main() -> int:
     cell_timeout = int(sys.argv[3]) if len(sys.argv) > 3 else 300
     workdir.mkdir(parents=True, exist_ok=True)
     copy = workdir / source.name
-    shutil.copyfile(source, copy)
+    if copy.resolve() != source.resolve():  # else it runs where it is, as JupyterLab runs a notebook it opened
+        shutil.copyfile(source, copy)
     notebook = nbformat.read(copy, as_version=4)
     client = NotebookClient(notebook, timeout=cell_timeout, kernel_name="python3",
                             resources={"metadata": {"path": str(workdir)}})

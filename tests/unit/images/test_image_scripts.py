@@ -1,5 +1,7 @@
 """The pure parts of images/scripts, which run inside the image at build time."""
 import importlib.util
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -111,3 +113,21 @@ def test_debian_toolkit_is_arranged_as_a_cuda_home(tmp_path):
     assert sorted(path.name for path in (home / "lib64").iterdir()) == [
         "libcudadevrt.a", "libcudart.so", "libcudart_static.a", "libculibos.a", "stubs"]
     assert str((home / "lib64/libcudart.so").readlink()) == "/opt/venv/nvidia/cuda_runtime/lib/libcudart.so.12"
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({"JUPYTER_PORT": "abc"}, "error: JUPYTER_PORT = 'abc': is not a port number (valid: a whole number from 1 to "
+                              "65535; unset for 8888)"),
+    ({"JUPYTER_PORT": "0"}, "error: JUPYTER_PORT = '0': is not a port number"),
+    ({"JUPYTER_PORT": "65536"}, "error: JUPYTER_PORT = '65536': is not a port number"),
+    ({"JUPYTER_PORT": "8888 --ServerApp.ip=1.2.3.4"}, "error: JUPYTER_PORT = '8888 --ServerApp.ip=1.2.3.4': "),
+    ({"JUPYTER_TOKEN": ""}, "error: JUPYTER_TOKEN = '': an empty or blank token lets anyone who reaches the port "
+                            "run code (valid: unset, for a random token printed at start, or a token of your own)"),
+    ({"JUPYTER_TOKEN": " \t"}, "error: JUPYTER_TOKEN = ' \t': an empty or blank token"),
+])
+def test_lab_refuses_a_bad_port_or_a_blank_token_in_one_line(env: dict, expected: str) -> None:
+    """Before JupyterLab starts (the image test_lab.py starts it): one line naming the variable, exit 2."""
+    finished = subprocess.run(["bash", str(SCRIPTS / "trainstack-entrypoint"), "lab"], capture_output=True,
+                              text=True, env={"PATH": os.environ["PATH"], "HOME": "/nonexistent", **env}, timeout=30)
+    assert (finished.returncode, finished.stdout) == (2, ""), finished
+    assert finished.stderr.count("\n") == 1 and finished.stderr.startswith(expected), finished.stderr

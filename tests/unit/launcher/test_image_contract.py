@@ -72,3 +72,5 @@ def test_the_image_scripts_default_to_the_contract() -> None:
     sshd = (REPO / "images" / "scripts" / image_contract.SSHD_COMMAND).read_text(encoding="utf-8")
     assert f"port=${{TRAINSTACK_SSHD_PORT:-{image_contract.SSHD_PORT}}}" in sshd
     assert f"keys_dir=${{TRAINSTACK_SSH_DIR:-{image_contract.SSH_KEYS_DIR}}}" in sshd
+    entrypoint = (REPO / "images" / "scripts" / "trainstack-entrypoint").read_text(encoding="utf-8")
+    assert f"pristine_examples={image_contract.EXAMPLES_DIR}\n" in entrypoint

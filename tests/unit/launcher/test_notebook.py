@@ -1,18 +1,20 @@
-"""The pure parts of trainrun's notebook extension: %%trainrun's line, the cell's last value, and how %%configure
-sizes a session to the container or the pool it is attached to."""
+"""The pure parts of trainrun's notebook extension: %%trainrun's line, the cell's last value, %%configure's line and
+the plan of the session it configures (its sizing rules are pooltemplates': tests/unit/templates/test_configure.py),
+and the errors a cell shows."""
 import shlex
 
 import pytest
 
 pytest.importorskip("IPython")
 
-from pooltemplates import TemplateError, load_template  # noqa: E402
-from pooltemplates.configure import template_from_body  # noqa: E402
+from pooltemplates import TemplateError  # noqa: E402
 
+from trainrun.errors import TrainrunError  # noqa: E402
 from trainrun.notebook import session  # noqa: E402
 from trainrun.notebook.cell import run_cell  # noqa: E402
 from trainrun.notebook.errors import CellError  # noqa: E402
-from trainrun.notebook.magics import parse_cell_options, take_push  # noqa: E402
+from trainrun.notebook.magics import one_line_configure, parse_cell_options, take_push  # noqa: E402
+from trainrun.plan import Plan  # noqa: E402
 
 
 def test_push_names_anywhere_in_the_line() -> None:
@@ -47,36 +49,62 @@ def test_a_cell_returns_its_last_expression_with_pushed_names() -> None:
     assert run_cell("__name__", {}) == "__main__"
 
 
-def test_a_local_session_is_sized_to_the_container(monkeypatch) -> None:
+@pytest.fixture
+def four_cores(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(session, "available_cpus", lambda: 4)
     monkeypatch.setattr(session, "available_memory", lambda: 8 * 2**30)
-    plan = session.plan_session(template_from_body({"numExecutors": 2, "executorCores": 2}, {}), None)
-    assert plan.master == "local[4]"
-    with pytest.raises(TemplateError) as caught:
-        session.plan_session(template_from_body({"numExecutors": 3, "executorCores": 2, "executorMemory": "4g",
-                                                 "driverMemory": "2g"}, {}), None)
-    problems = [str(problem) for problem in caught.value.problems]
-    assert problems[0].startswith("numExecutors × executorCores = '3 × 2 = 6': this container has 4 cores")
-    assert problems[1].startswith("driverMemory + numExecutors × executorMemory = '2g + 3 × 4g': needs 14.0 GiB, "
-                                  "more than this container's 8.0 GiB")
+    monkeypatch.delenv(session.POOL_MASTER_ENV, raising=False)
 
 
-def test_a_pool_notebook_uses_the_pools_master_within_its_template(monkeypatch) -> None:
+def test_the_session_is_a_plan_with_a_local_master_sized_to_the_container(four_cores) -> None:
+    plan = session.session_plan('{"numExecutors": 2, "executorCores": 2, "name": "my app; rm -rf /"}')
+    assert isinstance(plan, Plan) and (plan.backend, plan.master, plan.ranks) == (session.SESSION_BACKEND,
+                                                                                   "local[4]", 4)
+    assert plan.spark_conf["spark.app.name"] == "my app; rm -rf /"
+    assert shlex.split(session.submit_args(plan)) == [
+        "--master", "local[4]", "--conf", "spark.executor.instances=2", "--conf", "spark.executor.cores=2",
+        "--conf", "spark.app.name=my app; rm -rf /", "pyspark-shell"]
+    assert "master: local[4]" in plan.to_text()
+
+
+def test_a_pool_notebooks_session_runs_on_the_pools_master(four_cores, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(session.POOL_MASTER_ENV, "spark://pool-master:7077")
-    pool = load_template("local-pool")
-    defaults = session.session_defaults(pool)
-    plan = session.plan_session(template_from_body({"numExecutors": 1}, defaults), pool)
-    assert plan.master == "spark://pool-master:7077"
-    assert plan.conf["spark.cores.max"] == str(pool.executor.cores)
-    with pytest.raises(TemplateError, match=r"numExecutors = 3: the pool 'local-pool' has 2 .*\n.*executorMemory = "
-                                            r"'8g': the pool 'local-pool' gives executors 1g"):
-        session.plan_session(template_from_body({"numExecutors": 3, "executorMemory": "8g"}, defaults), pool)
+    monkeypatch.setenv(session.POOL_TEMPLATE_ENV, "local-pool")
+    plan = session.session_plan('{"numExecutors": 1}')
+    assert (plan.master, plan.local_ranks, plan.spark_conf["spark.cores.max"]) == ("spark://pool-master:7077", 0, "2")
 
 
-def test_submit_args_are_quoted_for_pyspark() -> None:
-    plan = session.SessionPlan("local[2]", {"spark.app.name": "my app; rm -rf /"})
-    assert shlex.split(plan.submit_args()) == ["--master", "local[2]", "--conf", "spark.app.name=my app; rm -rf /",
-                                               "pyspark-shell"]
+def test_template_problems_reach_the_cell_as_one_line_each(four_cores) -> None:
+    with pytest.raises(CellError) as caught:
+        session.session_plan('{"numExecutors": "three", "executorMemory": "60"}')
+    lines = caught.value._render_traceback_()
+    assert len(lines) == 2 and all(line.startswith("%%configure: ") for line in lines), lines
+    assert isinstance(caught.value, TrainrunError) and not isinstance(caught.value, TemplateError)
+    with pytest.raises(CellError, match=r"^%%configure: --template = 'nosuch-pool': is neither a packaged template "
+                                        r"nor a .yaml path \(valid: one of local-pool, .*\)$"):
+        session.session_plan(template="nosuch-pool")
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("--bogus", r"^%%configure: option = '--bogus': is not an option of %%configure"),
+    ("-f extra", r"^%%configure: line = 'extra': is not an option of %%configure"),
+    ("--template", r"^%%configure: --template = '': needs a value"),
+    ("--json", r"^%%configure: --json = True: is invalid \(valid: together with --dry-run\)$"),
+    ("--template 'x", r"^%%configure: line = \"--template 'x\": No closing quotation"),
+])
+def test_bad_configure_lines_are_one_line_errors(line: str, message: str) -> None:
+    with pytest.raises(CellError, match=message) as caught:
+        session.parse_configure_line(line)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_one_line_configure_cell_runs_as_the_line_magic() -> None:
+    assert one_line_configure(["%%configure -f --template local-pool\n"]) == ["%configure -f --template local-pool\n"]
+    assert one_line_configure(["%%configure -f\n", "\n"]) == ["%configure -f\n"]
+    body = ["%%configure -f\n", '{"numExecutors": 1}\n']
+    assert one_line_configure(body) == body
+    assert one_line_configure(["%%configured\n"]) == ["%%configured\n"]
+    assert one_line_configure(["%%trainrun mpi -np 2\n"]) == ["%%trainrun mpi -np 2\n"]
 
 
 @pytest.mark.parametrize(("source", "uses"), [
