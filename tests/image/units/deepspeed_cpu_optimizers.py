@@ -29,6 +29,7 @@ for name, ours, theirs, options, op_attribute in [
     parameter, reference = torch.nn.Parameter(start.clone()), torch.nn.Parameter(start.clone())
     optimizer = steps(ours, parameter, **options)
     steps(theirs, reference, **{key: value for key, value in options.items() if key != "adamw_mode"})
+    parameter, reference = parameter.detach(), reference.detach()
     result[name] = {"op_file": getattr(optimizer, op_attribute).__file__,
                     "moved": float((parameter - start).abs().max()),
                     "max_difference": float((parameter - reference).abs().max())}
