@@ -35,5 +35,7 @@ JUPYTER_PORT = 8888
 IPYTHON_EXTENSION = "trainrun.notebook"
 # Triton's kernel cache: somewhere any user of the image can write, whatever its home (TRITON_CACHE_DIR overrides).
 TRITON_CACHE_DIR = "/tmp/triton-cache"
+# torch.utils.cpp_extension's build folder (DeepSpeed's JIT-built ops), likewise (TORCH_EXTENSIONS_DIR overrides).
+TORCH_EXTENSIONS_DIR = "/tmp/torch-extensions"
 # Where the image keeps the sources of the two distributions it installs.
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}

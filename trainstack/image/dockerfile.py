@@ -17,6 +17,7 @@ from trainstack.image.cuda_build import (
     bundled_cuda_copy_cleanup,
     cuda_build,
 )
+from trainstack.image import deepspeed_build as deepspeed
 from trainstack.image.matrix import REPO_ROOT, Flavor
 from trainstack.image.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
 
@@ -115,6 +116,10 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "horovod_version": flavor.version("horovod"),
         "horovod_patches": horovod_patches(flavor),
         "horovod_build_env": horovod_build_env(flavor),
+        "deepspeed": deepspeed.deepspeed_build(flavor),
+        "deepspeed_build_dir": deepspeed.BUILD_DIR,
+        "deepspeed_constraints": deepspeed.CONSTRAINTS,
+        "deepspeed_check_script": deepspeed.CHECK_SCRIPT,
         "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "site_packages": flavor.site_packages,
@@ -161,6 +166,8 @@ def runtime_env() -> dict[str, str]:
         # Triton's kernel cache, by default under the home directory, which may be read-only or missing
         # (Inductor's own cache is already /tmp/torchinductor_USER).
         "TRITON_CACHE_DIR": image_contract.TRITON_CACHE_DIR,
+        # Where torch's cpp_extension (DeepSpeed's JIT ops) builds, by default under the home directory too.
+        "TORCH_EXTENSIONS_DIR": image_contract.TORCH_EXTENSIONS_DIR,
     }
 
 

@@ -12,7 +12,8 @@ from trainstack.image.matrix import Flavor, Matrix
 from trainstack.image.naming import image_reference
 from trainstack.image.workflows import Workflow
 
-COLUMNS = ["python", "torch", "torchvision", "tensorflow", "horovod", "pyspark", "java", "openmpi", "cuda", "cudnn", "nccl"]
+COLUMNS = ["python", "torch", "torchvision", "tensorflow", "horovod", "deepspeed", "pyspark", "java", "openmpi", "cuda",
+           "cudnn", "nccl"]
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:
@@ -111,7 +112,7 @@ def horovod_patch_table(matrix: Matrix) -> str:
     from trainstack.image.matrix import PATCHES_DIR
 
     rows = []
-    for patch in sorted(path.name for path in PATCHES_DIR.glob("*.patch")):
+    for patch in sorted(path.name for path in PATCHES_DIR.glob("horovod-*.patch")):
         flavors = [flavor.name for flavor in matrix.flavors.values() if patch in horovod_patches(flavor)]
         anchor = "patch-" + re.sub(r"^horovod-[0-9.]+-", "", patch.removesuffix(".patch"))
         rows.append([f"[`{patch}`](#{anchor})", ", ".join(flavors) or "none"])

@@ -26,6 +26,8 @@ def expected_packages(flavor: Flavor) -> dict[str, str]:
         packages["torchvision"] = flavor.version("torchvision")
     if "tensorflow" in flavor.components:
         packages[flavor.field("tensorflow", "pip_package") or "tensorflow"] = flavor.version("tensorflow")
+    if "deepspeed" in flavor.components:
+        packages["deepspeed"] = flavor.version("deepspeed")
     packages.update(flavor.python_packages)
     return packages
 

@@ -183,15 +183,22 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
     return error.message[:2 * MAX_SHOWN], valid
 
 
+# Components whose source the builder patches with the files their `patch` list names.
+PATCHED_COMPONENTS = ("horovod", "deepspeed")
+
+
 def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
-    """Horovod patches that are not the bare name of a file in images/patches/, by path."""
-    patches = spec.get("components", {}).get("horovod", {}).get("patch", []) if isinstance(spec, dict) else []
+    """Patches (of Horovod, DeepSpeed) that are not the bare name of a file in images/patches/, by path."""
+    components = spec.get("components", {}) if isinstance(spec, dict) else {}
     available = sorted(path.name for path in PATCHES_DIR.glob("*.patch"))
     problems = {}
-    for index, patch in enumerate(patches if isinstance(patches, list) else []):
-        if patch not in available:
-            where = f"{prefix}components.horovod.patch.{index}"
-            problems[where] = str(Problem(where, patch, "is not a file in images/patches/", ", ".join(available)))
+    for component in PATCHED_COMPONENTS:
+        entry = components.get(component, {}) if isinstance(components, dict) else {}
+        patches = entry.get("patch", []) if isinstance(entry, dict) else []
+        for index, patch in enumerate(patches if isinstance(patches, list) else []):
+            if patch not in available:
+                where = f"{prefix}components.{component}.patch.{index}"
+                problems[where] = str(Problem(where, patch, "is not a file in images/patches/", ", ".join(available)))
     return problems
 
 

@@ -39,7 +39,7 @@ WORKERS = 8
 # pip's own Accept header: JSON where the index serves it, else the HTML page.
 ACCEPT = "application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html; q=0.1, text/html; q=0.01"
 # Components the builder installs with pip; the others come from apt or with the frameworks.
-PIP_COMPONENTS = ("torch", "torchvision", "tensorflow", "horovod", "pyspark")
+PIP_COMPONENTS = ("torch", "torchvision", "tensorflow", "horovod", "deepspeed", "pyspark")
 # How many published versions an error suggests, those nearest the one asked for.
 SUGGESTED = 5
 

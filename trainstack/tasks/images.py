@@ -213,8 +213,10 @@ def train(c, gpu=False, flavor=None, processes="2"):
 TEST_TIERS = ("unit", "integration", "image")  # each a folder of tests/ and a pytest marker
 
 # What `test --gpu-build` runs in the GPU image it builds: its CUDA stack, the frameworks (torchvision included)
-# and torch.compile (Inductor on CPU, Triton's launcher build).
-GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks.py", "tests/image/test_compile.py")
+# torch.compile (Inductor on CPU, Triton's launcher build), and DeepSpeed (ds_report's prebuilt ops, the CPU
+# optimizers; in gpu-cu13, its absence explained).
+GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks.py", "tests/image/test_compile.py",
+                   "tests/image/test_deepspeed.py")
 
 
 @task(help={

@@ -19,6 +19,7 @@ CPU_MANIFEST = {
     },
 }
 CPU_CONSTRAINTS = """cloudpickle==3.1.2
+deepspeed==0.19.8
 horovod==0.28.1
 ipykernel==7.4.0
 ipywidgets==8.1.9
@@ -55,6 +56,11 @@ def test_wrong_package_version_is_named(cpu):
 def test_missing_package_is_named(cpu):
     installed = parse_constraints(CPU_CONSTRAINTS.replace("tf_keras==2.21.0\n", ""))
     assert manifest_mismatches(cpu, CPU_MANIFEST, installed) == ["tf_keras is not installed, matrix says 2.21.0"]
+
+
+def test_missing_deepspeed_is_named(cpu):
+    installed = parse_constraints(CPU_CONSTRAINTS.replace("deepspeed==0.19.8\n", ""))
+    assert manifest_mismatches(cpu, CPU_MANIFEST, installed) == ["deepspeed is not installed, matrix says 0.19.8"]
 
 
 def test_a_package_the_matrix_lists_as_absent_is_named_when_installed(cpu):

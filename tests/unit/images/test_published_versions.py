@@ -95,12 +95,14 @@ def test_pins_name_their_matrix_field_and_distribution(matrix):
     assert cpu["torch.version"] == Pin("torch.version", "torch", "2.13.0+cpu")
     assert cpu["tensorflow.version"].project == "tensorflow-cpu"
     assert cpu["horovod.version"].project == "horovod"
+    assert cpu["deepspeed.version"] == Pin("deepspeed.version", "deepspeed", "0.19.8")
     assert cpu["python_packages.tf_keras"] == Pin("python_packages.tf_keras", "tf_keras", "2.21.0")
     assert "cuda.toolkit" not in cpu
     cu13 = {pin.field: pin for pin in pinned_packages(matrix.flavor("gpu-cu13"))}
     assert cu13["cuda.toolkit"] == Pin("cuda.toolkit", "cuda-toolkit", "13.0.3")
     assert cu13["torchvision.version"] == Pin("torchvision.version", "torchvision", "0.28.0")
     assert "torchvision.version" not in cpu
+    assert "deepspeed.version" not in cu13
 
 
 def test_indexes_are_the_builds_own(matrix, tmp_path):
