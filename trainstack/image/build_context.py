@@ -10,7 +10,7 @@ from trainstack.image.dockerfile import (
     COMPILE_CACHE_FILES,
     IMAGES_DIR,
     absent_packages_data,
-    horovod_patches,
+    component_patches,
     ipython_config,
     lab_settings_overrides,
     login_profile,
@@ -35,7 +35,7 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     (out_dir / "requirements-libraries.txt").write_text("\n".join(library_requirements(flavor)) + "\n")
     (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))
     (out_dir / "patches").mkdir()
-    for patch in horovod_patches(flavor):
+    for patch in [*component_patches(flavor, "horovod"), *component_patches(flavor, "pyspark")]:
         shutil.copyfile(IMAGES_DIR / "patches" / patch, out_dir / "patches" / patch)
     shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
     _write_site_packages(flavor, out_dir / "site-packages")

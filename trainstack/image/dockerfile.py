@@ -75,9 +75,9 @@ def horovod_build_env(flavor: Flavor) -> dict[str, str]:
     return env
 
 
-def horovod_patches(flavor: Flavor) -> list[str]:
-    """The matrix's horovod `patch`: one file name or a list of them, applied in order."""
-    patches = flavor.field("horovod", "patch") or []
+def component_patches(flavor: Flavor, component: str) -> list[str]:
+    """The matrix's `patch` of a component (horovod, pyspark): one file name or a list of them, applied in order."""
+    patches = flavor.field(component, "patch") or []
     return [patches] if isinstance(patches, str) else list(patches)
 
 
@@ -113,7 +113,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "builder_env": pip_source_env(sources, flavor),
         "no_deps_requirements": bool(flavor.no_deps_packages),
         "horovod_version": flavor.version("horovod"),
-        "horovod_patches": horovod_patches(flavor),
+        "horovod_patches": component_patches(flavor, "horovod"),
+        "pyspark_patches": component_patches(flavor, "pyspark"),
         "horovod_build_env": horovod_build_env(flavor),
         "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
