@@ -13,14 +13,11 @@ import json
 import os
 
 import cloudpickle
-import numpy as np
 import torch
 import torch.nn.functional as F
 from pyspark.ml.evaluation import MulticlassClassificationEvaluator
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as sql
-from pyspark.sql import types
 
 import digit_net
 from synthetic_digits import make_digits
@@ -85,7 +82,9 @@ def main():
         random_seed=42,
         verbose=1,
     )
-    torch_model = estimator.fit(train_df).setOutputCols(["label_prob"])
+    # A double label and a 10-unit output: transform writes the predicted class (a double, as the label) to
+    # label_pred and the model's 10 scores to label_pred__rawPrediction.
+    torch_model = estimator.fit(train_df).setOutputCols(["label_pred"])
 
     store = estimator.getStore()
     run_dir = store.get_localized_path(store.get_checkpoint_path(torch_model.getRunId()))
@@ -93,8 +92,7 @@ def main():
     if os.path.exists(checkpoint):
         print(f"rank 0 wrote {checkpoint}", flush=True)  # Horovod's remote trainer saves on rank 0 only
 
-    argmax = sql.udf(lambda probabilities: float(np.argmax(probabilities)), types.DoubleType())
-    predictions = torch_model.transform(test_df).withColumn("label_pred", argmax("label_prob"))
+    predictions = torch_model.transform(test_df)
     accuracy = MulticlassClassificationEvaluator(predictionCol="label_pred", labelCol="label",
                                                  metricName="accuracy").evaluate(predictions)
     history = torch_model.getHistory()

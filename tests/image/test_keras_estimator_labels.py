@@ -27,6 +27,12 @@ def test_sparse_loss_classifier_with_scalar_labels_learns(sparse_labels_run):
     assert sparse_labels_run["accuracy"] >= 0.9, sparse_labels_run
 
 
+def test_transform_writes_the_predicted_class_for_the_scalar_label(sparse_labels_run):
+    """horovod-0.28.1-estimator-predictions.patch: unpatched, the output column held the probability of class 0
+    (accuracy 0.0 against the labels)."""
+    assert sparse_labels_run["transform_accuracy"] >= 0.9, sparse_labels_run
+
+
 def test_sparse_losses_are_recognised_in_every_form(sparse_labels_run):
     assert all(sparse_labels_run["sparse"].values()), sparse_labels_run["sparse"]
     assert not any(sparse_labels_run["dense"].values()), sparse_labels_run["dense"]

@@ -67,9 +67,9 @@ def _templates_table() -> str:
 
 
 def _patches_table() -> str:
-    from trainstack.image.docs import horovod_patch_table
+    from trainstack.image.docs import patch_table
 
-    return horovod_patch_table(_matrix())
+    return patch_table(_matrix())
 
 
 def _matrix_page() -> str:

@@ -4,20 +4,18 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from trainstack.image.deepspeed_build import deepspeed_patches
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
     COMPILE_CACHE_FILES,
     IMAGES_DIR,
     absent_packages_data,
-    horovod_patches,
     ipython_config,
     lab_settings_overrides,
     login_profile,
     render_dockerfile,
 )
-from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.matrix import PATCHED_COMPONENTS, REPO_ROOT, Flavor, component_patches
 from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
 from trainstack.image.sources import SourceOptions
 
@@ -36,7 +34,7 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     (out_dir / "requirements-libraries.txt").write_text("\n".join(library_requirements(flavor)) + "\n")
     (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))
     (out_dir / "patches").mkdir()
-    for patch in [*horovod_patches(flavor), *deepspeed_patches(flavor)]:
+    for patch in [patch for component in PATCHED_COMPONENTS for patch in component_patches(flavor, component)]:
         shutil.copyfile(IMAGES_DIR / "patches" / patch, out_dir / "patches" / patch)
     shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
     _write_site_packages(flavor, out_dir / "site-packages")

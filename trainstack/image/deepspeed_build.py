@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from trainstack.image.cuda_build import BUILD_SCRIPTS_DIR, cuda_build
-from trainstack.image.matrix import Flavor
+from trainstack.image.matrix import Flavor, component_patches
 
 # Each op's switch in DeepSpeed's setup.py (the op builders' BUILD_VAR), by the name ds_report gives the op.
 OP_BUILD_VARS = {
@@ -76,12 +76,9 @@ def deepspeed_build(flavor: Flavor) -> DeepSpeedBuild | None:
         env["CUDA_HOME"] = build.home
     if cuda_arch_list(flavor):
         env["TORCH_CUDA_ARCH_LIST"] = cuda_arch_list(flavor)
-    return DeepSpeedBuild(version=str(flavor.version("deepspeed")), patches=deepspeed_patches(flavor), env=env,
+    return DeepSpeedBuild(version=str(flavor.version("deepspeed")), patches=component_patches(flavor, "deepspeed"),
+                          env=env,
                           check_command=_check_command(flavor, ops))
-
-
-def deepspeed_patches(flavor: Flavor) -> list[str]:
-    return list(flavor.field("deepspeed", "patch") or [])
 
 
 def _check_command(flavor: Flavor, ops: list[str]) -> str:

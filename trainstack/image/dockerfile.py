@@ -18,7 +18,7 @@ from trainstack.image.cuda_build import (
     cuda_build,
 )
 from trainstack.image import deepspeed_build as deepspeed
-from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.matrix import REPO_ROOT, Flavor, component_patches
 from trainstack.image.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
 
 IMAGES_DIR = REPO_ROOT / "images"
@@ -76,12 +76,6 @@ def horovod_build_env(flavor: Flavor) -> dict[str, str]:
     return env
 
 
-def horovod_patches(flavor: Flavor) -> list[str]:
-    """The matrix's horovod `patch`: one file name or a list of them, applied in order."""
-    patches = flavor.field("horovod", "patch") or []
-    return [patches] if isinstance(patches, str) else list(patches)
-
-
 def labels(flavor: Flavor) -> dict[str, str]:
     components = {f"{naming.LABEL_PREFIX}.{name}.version": str(spec["version"])
                   for name, spec in flavor.components.items()}
@@ -114,7 +108,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "builder_env": pip_source_env(sources, flavor),
         "no_deps_requirements": bool(flavor.no_deps_packages),
         "horovod_version": flavor.version("horovod"),
-        "horovod_patches": horovod_patches(flavor),
+        "horovod_patches": component_patches(flavor, "horovod"),
+        "pyspark_patches": component_patches(flavor, "pyspark"),
         "horovod_build_env": horovod_build_env(flavor),
         "deepspeed": deepspeed.deepspeed_build(flavor),
         "deepspeed_build_dir": deepspeed.BUILD_DIR,

@@ -105,15 +105,17 @@ def flavor_details(flavor: Flavor) -> str:
     return "\n".join(parts)
 
 
-def horovod_patch_table(matrix: Matrix) -> str:
-    """A Markdown table: each Horovod patch in images/patches/ (linked to its section of the patches page) and the
-    flavors whose `horovod.patch` list applies it."""
-    from trainstack.image.dockerfile import horovod_patches
-    from trainstack.image.matrix import PATCHES_DIR
+def patch_table(matrix: Matrix) -> str:
+    """A Markdown table: each patch in images/patches/ (Horovod's, then PySpark's; linked to its section of the
+    patches page), the flavors whose component `patch` list applies it, and its upstream reference."""
+    from trainstack.image.matrix import PATCHED_COMPONENTS, component_patch_files, component_patches
 
     rows = []
-    for patch in sorted(path.name for path in PATCHES_DIR.glob("horovod-*.patch")):
-        flavors = [flavor.name for flavor in matrix.flavors.values() if patch in horovod_patches(flavor)]
-        anchor = "patch-" + re.sub(r"^horovod-[0-9.]+-", "", patch.removesuffix(".patch"))
-        rows.append([f"[`{patch}`](#{anchor})", ", ".join(flavors) or "none"])
-    return markdown_table(["patch", "applied by"], rows)
+    for component in PATCHED_COMPONENTS:
+        for patch in component_patch_files(component):
+            flavors = [flavor.name for flavor in matrix.flavors.values()
+                       if patch in component_patches(flavor, component)]
+            anchor = "patch-" + re.sub(r"^[a-z]+-[0-9.]+-", "", patch.removesuffix(".patch"))
+            rows.append([f"[`{patch}`](#{anchor})", ", ".join(flavors) or "none",
+                         matrix.patch_upstream.get(patch, "none given")])
+    return markdown_table(["patch", "applied by", "upstream"], rows)

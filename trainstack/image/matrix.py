@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import functools
 import json
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -27,6 +28,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 MATRIX_PATH = REPO_ROOT / "images" / "matrix.yaml"
 SCHEMA_PATH = REPO_ROOT / "images" / "matrix.schema.json"
 PATCHES_DIR = REPO_ROOT / "images" / "patches"
+# Components whose matrix entry may list `patch` files: images/patches/COMPONENT-*.patch, applied in the builder.
+PATCHED_COMPONENTS = ("horovod", "pyspark", "deepspeed")
 FLAVOR_POINTER = "#/$defs/flavor"
 VERSION_FIELD = {"$ref": "#/$defs/version"}
 NOT_A_VERSION = "is not a version (PEP 440)"
@@ -96,6 +99,8 @@ class Matrix:
     image_name: str
     flavors: dict[str, Flavor]
     rules: list[Rule]
+    # Each patch file's upstream reference (the matrix's `patches`).
+    patch_upstream: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def flavor(self, name: str, overrides: Mapping[str, str] | None = None) -> Flavor:
         """The named flavor with overrides applied, refused if it breaks a rule."""
@@ -121,7 +126,8 @@ def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
         Rule(id=r["id"], when=dict(r["when"]), require=dict(r["require"]), reason=" ".join(r["reason"].split()))
         for r in raw["rules"]
     ]
-    matrix = Matrix(image_name=raw["image_name"], flavors=flavors, rules=rules)
+    upstream = {patch: " ".join(entry["upstream"].split()) for patch, entry in raw.get("patches", {}).items()}
+    matrix = Matrix(image_name=raw["image_name"], flavors=flavors, rules=rules, patch_upstream=upstream)
     for rule in rules:
         for key, spec in {**rule.when, **rule.require}.items():
             _parse_specifier(spec, f"rule {rule.id}: {key}")
@@ -161,6 +167,8 @@ def schema_problems(data: Any, pointer: str, prefix: str = "") -> list[str]:
     problems = {} if pointer != FLAVOR_POINTER else _patch_problems(data, prefix)
     for name, spec in flavors.items():
         problems.update(_patch_problems(spec, f"{prefix}flavors.{name}."))
+    if pointer == "#" and isinstance(data, dict):
+        problems.update(_upstream_problems(data, prefix))
     for error in sorted(validator.iter_errors(data), key=lambda error: list(map(str, error.absolute_path))):
         where = prefix + ".".join(str(part) for part in error.absolute_path) or "the matrix"
         problems.setdefault(where, str(Problem(where, error.instance, *_explain(error))))
@@ -183,22 +191,54 @@ def _explain(error: jsonschema.ValidationError) -> tuple[str, str]:
     return error.message[:2 * MAX_SHOWN], valid
 
 
-# Components whose source the builder patches with the files their `patch` list names.
-PATCHED_COMPONENTS = ("horovod", "deepspeed")
-
-
 def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
-    """Patches (of Horovod, DeepSpeed) that are not the bare name of a file in images/patches/, by path."""
+    """Patches that are not the bare name of a file in images/patches/ for their component
+    (COMPONENT-*.patch), by path."""
     components = spec.get("components", {}) if isinstance(spec, dict) else {}
-    available = sorted(path.name for path in PATCHES_DIR.glob("*.patch"))
     problems = {}
     for component in PATCHED_COMPONENTS:
-        entry = components.get(component, {}) if isinstance(components, dict) else {}
+        entry = components.get(component, {})
         patches = entry.get("patch", []) if isinstance(entry, dict) else []
+        available = component_patch_files(component)
         for index, patch in enumerate(patches if isinstance(patches, list) else []):
             if patch not in available:
                 where = f"{prefix}components.{component}.patch.{index}"
                 problems[where] = str(Problem(where, patch, "is not a file in images/patches/", ", ".join(available)))
+    return problems
+
+
+def component_patches(flavor: Flavor, component: str) -> list[str]:
+    """The matrix's `patch` of a component (horovod, pyspark, deepspeed): one file name or a list of them, applied in order."""
+    patches = flavor.field(component, "patch") or []
+    return [patches] if isinstance(patches, str) else list(patches)
+
+
+def component_patch_files(component: str) -> list[str]:
+    """The patch files in images/patches/ for a component (named COMPONENT-VERSION-WHAT.patch)."""
+    return sorted(path.name for path in PATCHES_DIR.glob(f"{component}-*.patch"))
+
+
+def _upstream_problems(data: dict[str, Any], prefix: str) -> dict[str, str]:
+    """Patches a flavor applies without an upstream reference in `patches`, and references to no file."""
+    upstream = data.get("patches") if isinstance(data.get("patches"), dict) else {}
+    problems = {}
+    for spec in (data.get("flavors") or {}).values():
+        components = spec.get("components", {}) if isinstance(spec, dict) else {}
+        for component in PATCHED_COMPONENTS:
+            entry = components.get(component, {})
+            patches = entry.get("patch", []) if isinstance(entry, dict) else []
+            for patch in patches if isinstance(patches, list) else []:
+                if isinstance(patch, str) and patch not in upstream:
+                    where = f"{prefix}patches.{patch}"
+                    problems[where] = str(Problem(where, patch, "is applied by a flavor but has no upstream "
+                                                  "reference", "an entry {upstream: ISSUE, PR or JIRA, or why "
+                                                  "none is filed} under patches"))
+    available = {name for component in PATCHED_COMPONENTS for name in component_patch_files(component)}
+    for patch in upstream:
+        if patch not in available:
+            where = f"{prefix}patches.{patch}"
+            problems[where] = str(Problem(where, patch, "is not a file in images/patches/",
+                                          ", ".join(sorted(available))))
     return problems
 
 

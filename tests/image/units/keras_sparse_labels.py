@@ -2,7 +2,8 @@
 KerasEstimator (horovod-0.28.1-keras-sparse-labels.patch), with whichever Keras `tf.keras` is
 (TF_USE_LEGACY_KERAS=1 for Keras 2); a label reshape that would change the number of rows is refused.
 
-Prints one JSON line: the sparse-loss forms recognised, the held-out accuracy and the refusals' messages.
+Prints one JSON line: the sparse-loss forms recognised, the held-out accuracy (of the model, and of transform's output
+column) and the refusals' messages.
 """
 import json
 
@@ -77,12 +78,17 @@ def main() -> None:
     tf.keras.utils.set_random_seed(1)
     fitted = estimator(store, "sparse_categorical_crossentropy").fit(frame)
     predicted = fitted.getModel().predict(held_out_points, verbose=0).argmax(axis=1)
+    # transform's output column holds the predicted class (horovod-0.28.1-estimator-predictions.patch).
+    held_out = spark.createDataFrame([(Vectors.dense(point), float(label))
+                                      for point, label in zip(held_out_points, held_out_labels)], ["features", "label"])
+    transformed = fitted.transform(held_out).collect()
 
     print("keras-sparse-labels " + json.dumps({
         "keras": getattr(tf.keras, "__version__", "2"),
         "sparse": {form: is_sparse_loss(loss) for form, loss in SPARSE_LOSSES.items()},
         "dense": {form: is_sparse_loss(loss) for form, loss in DENSE_LOSSES.items()},
         "accuracy": float((predicted == held_out_labels).mean()),
+        "transform_accuracy": float(np.mean([row["label__output"] == row["label"] for row in transformed])),
         "dense_loss_refused": refusal(store, frame, "categorical_crossentropy"),
         "label_shapes_refused": refusal(store, frame, "sparse_categorical_crossentropy", [[-1, 2]]),
         # One-hot vectors under a sparse loss: [-1] would make 2 rows of each. A store of its own, as Horovod

@@ -18,7 +18,7 @@ from trainstack.docsite.error_families import (
 REPO = Path(__file__).resolve().parents[3]
 CATALOGUE = REPO / "docs" / "reference" / "errors.md"
 PLATFORM_ERRORS = ("errors-shm", "errors-pip-replaces-torch", "errors-python-version-mismatch", "errors-jupyter-token",
-                   "errors-cuda-driver")
+                   "errors-cuda-driver", "errors-distributor-gpus")
 
 
 @pytest.fixture(scope="module")

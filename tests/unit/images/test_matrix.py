@@ -7,7 +7,8 @@ from pooltemplates import TemplateError
 from trainstack.image.dockerfile import render_dockerfile
 from trainstack.image.matrix import MATRIX_PATH, PATCHES_DIR, MatrixError, load_matrix, parse_overrides
 
-PATCHES = ", ".join(sorted(path.name for path in PATCHES_DIR.glob("*.patch")))
+# horovod.patch takes Horovod's patches only.
+PATCHES = ", ".join(sorted(path.name for path in PATCHES_DIR.glob("horovod-*.patch")))
 
 
 @pytest.fixture(scope="module")
@@ -150,6 +151,28 @@ def test_a_malformed_matrix_file_names_every_problem(tmp_path):
     with pytest.raises(MatrixError) as error:
         load_matrix(broken)
     assert "flavors.cpu = " in str(error.value) and "'base_image' is a required property" in str(error.value)
+
+
+def test_pyspark_patch_takes_pysparks_patches_only(matrix):
+    assert matrix.flavor("cpu", {"pyspark.patch": ""}).field("pyspark", "patch") == []
+    with pytest.raises(MatrixError) as error:
+        matrix.flavor("cpu", {"pyspark.patch": "horovod-0.28.1-keras3.patch"})
+    assert str(error.value).startswith("--set pyspark.patch.0 = 'horovod-0.28.1-keras3.patch': is not a file in "
+                                       "images/patches/ (valid: pyspark-4.3.0-"), str(error.value)
+
+
+def test_a_patch_a_flavor_applies_needs_an_upstream_reference(tmp_path):
+    text = MATRIX_PATH.read_text()
+    entry = "  pyspark-4.3.0-distributor-rank0-output.patch:\n    upstream:"
+    assert entry in text
+    broken = tmp_path / "matrix.yaml"
+    broken.write_text(text.replace(entry, "  elsewhere.patch:\n    upstream:"))
+    with pytest.raises(MatrixError) as error:
+        load_matrix(broken)
+    message = str(error.value)
+    assert "patches.pyspark-4.3.0-distributor-rank0-output.patch = 'pyspark-4.3.0-distributor-rank0-output.patch': " \
+           "is applied by a flavor but has no upstream reference" in message, message
+    assert "patches.elsewhere.patch = 'elsewhere.patch': is not a file in images/patches/" in message, message
 
 
 def test_matrix_words_in_run_lines_are_quoted_by_construction(matrix):

@@ -1,4 +1,4 @@
-from trainstack.image.docs import flavor_table, gpu_flavor_table, horovod_patch_table, markdown_table, workflow_table
+from trainstack.image.docs import flavor_table, gpu_flavor_table, patch_table, markdown_table, workflow_table
 from trainstack.image.matrix import load_matrix
 from trainstack.image.workflows import WORKFLOWS
 
@@ -27,10 +27,18 @@ def test_gpu_flavor_table_says_what_each_holds_and_the_driver_it_needs():
 
 
 def test_patch_table_names_the_flavors_applying_each_patch():
-    rows = horovod_patch_table(load_matrix()).splitlines()[2:]
+    rows = patch_table(load_matrix()).splitlines()[2:]
     shared = next(row for row in rows if "shared-cuda-runtime" in row)
-    assert "(#patch-shared-cuda-runtime)" in shared and shared.endswith("| gpu, gpu-cu13 |")
-    assert any(row.endswith("| cpu, gpu, gpu-cu13 |") for row in rows if "current-frameworks" in row)
+    assert "(#patch-shared-cuda-runtime)" in shared and "| gpu, gpu-cu13 | none filed" in shared
+    assert any("| cpu, gpu, gpu-cu13 |" in row for row in rows if "current-frameworks" in row)
+
+
+def test_patch_table_gives_each_patch_its_upstream_reference():
+    rows = patch_table(load_matrix()).splitlines()[2:]
+    keras3 = next(row for row in rows if "keras3.patch" in row)
+    assert keras3.endswith("| horovod/horovod#4290 (upstream's fix was withdrawn) |"), keras3
+    rank0 = next(row for row in rows if "pyspark-4.3.0-distributor-rank0-output.patch" in row)
+    assert "(#patch-distributor-rank0-output)" in rank0 and "| cpu, gpu, gpu-cu13 | none filed" in rank0, rank0
 
 
 def test_a_pipe_inside_a_cell_is_escaped():

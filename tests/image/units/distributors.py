@@ -1,0 +1,106 @@
+"""PySpark's distributors return rank 0's value, as PySpark documents (pyspark-4.3.0-distributor-rank0-output.patch),
+and refuse GPUs they cannot have in one line (pyspark-4.3.0-distributor-whole-gpus.patch); DeepspeedTorchDistributor
+checks its config on the driver (pyspark-4.3.0-deepspeed-config-check.patch).
+
+    python distributors.py torch-local | torch-barrier | deepspeed-local | deepspeed-gpu-refusals | deepspeed-bad-config
+
+Each run prints one JSON line. The training function returns its rank; every rank but 0 ends last, so a distributor
+that kept the last writer's value would return another rank's.
+"""
+import json
+import sys
+
+from pyspark.sql import SparkSession
+
+SUMMARY = "distributors "
+
+
+def rank_of_this_process(pause: float = 2.0) -> int:
+    import os
+    import time
+
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    dist.barrier()
+    if rank != 0:
+        time.sleep(pause)  # rank 0 writes first; any other writer would come after it
+    dist.destroy_process_group()
+    print(f"rank {rank} of {os.environ['WORLD_SIZE']} returns {rank}", flush=True)
+    return rank
+
+
+def deepspeed_rank(pause: float = 2.0) -> int:
+    import time
+
+    import deepspeed
+    import torch.distributed as dist
+
+    deepspeed.init_distributed(dist_backend="gloo")
+    rank = dist.get_rank()
+    dist.barrier()
+    if rank != 0:
+        time.sleep(pause)
+    dist.destroy_process_group()
+    print(f"deepspeed rank {rank} returns {rank}", flush=True)
+    return rank
+
+
+def refusal(make) -> str:
+    try:
+        make()
+    except Exception as error:
+        return f"{type(error).__name__}: {error}"
+    return "not refused"
+
+
+def main(case: str) -> dict:
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    builder = SparkSession.builder.master("local[2]").appName(f"distributors-{case}")
+    if case == "torch-local":
+        builder.getOrCreate()
+        return {"returned": [TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
+                             .run(rank_of_this_process) for _ in range(2)]}
+    if case == "torch-barrier":
+        builder.getOrCreate()
+        return {"returned": [TorchDistributor(num_processes=2, local_mode=False, use_gpu=False)
+                             .run(rank_of_this_process)]}
+
+    from pyspark.ml.deepspeed.deepspeed_distributor import DeepspeedTorchDistributor
+
+    if case == "deepspeed-local":
+        builder.getOrCreate()
+        config = {"train_batch_size": 8, "zero_optimization": {"stage": 2}}
+        return {"returned": [DeepspeedTorchDistributor(numGpus=2, nnodes=1, localMode=True, useGpu=False,
+                                                       deepspeedConfig=config).run(deepspeed_rank)
+                             for _ in range(2)]}
+    if case == "deepspeed-gpu-refusals":
+        # A pool template's fractional GPU per task, as pooltemplates renders it into the session's conf.
+        builder.config("spark.executor.resource.gpu.amount", "1") \
+            .config("spark.task.resource.gpu.amount", "0.5").getOrCreate()
+        return {
+            "local_without_gpus": refusal(lambda: DeepspeedTorchDistributor(numGpus=2, localMode=True, useGpu=True)),
+            "fractional_task_gpus": refusal(
+                lambda: DeepspeedTorchDistributor(numGpus=1, nnodes=2, localMode=False, useGpu=True)),
+            "torch_fractional_task_gpus": refusal(
+                lambda: TorchDistributor(num_processes=2, local_mode=False, use_gpu=True)),
+        }
+    if case == "deepspeed-bad-config":
+        from trainrun.errors import TrainrunError
+
+        builder.getOrCreate()
+        config = {"train_batch_size": 8, "zero_optimization": {"stage": 4}}
+        try:
+            DeepspeedTorchDistributor(numGpus=2, localMode=True, useGpu=False, deepspeedConfig=config)
+        except TrainrunError as error:
+            return {"refused": str(error)}
+        return {"refused": "not refused"}
+    raise SystemExit(f"unknown case {case!r}")
+
+
+if __name__ == "__main__":
+    result = main(sys.argv[1])
+    print(SUMMARY + json.dumps(result), flush=True)
+    SparkSession.active().stop()
