@@ -123,8 +123,9 @@ def _parse(source: str, text: str) -> dict:
     except json.JSONDecodeError as err:
         settings = _hjson(source, text)
         if settings is None:
-            raise DeepSpeedConfigError(source, f"line {err.lineno} column {err.colno}",
-                                       text.splitlines()[err.lineno - 1].strip() if text.strip() else text,
+            lines = text.splitlines()
+            where = lines[err.lineno - 1].strip() if err.lineno <= len(lines) else "(the end of the file)"
+            raise DeepSpeedConfigError(source, f"line {err.lineno} column {err.colno}", where,
                                        f"is not valid JSON ({err.msg})", valid="a JSON object") from None
     if not isinstance(settings, dict):
         raise DeepSpeedConfigError(source, "the top level", settings, "is not an object",
