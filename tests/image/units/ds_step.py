@@ -2,6 +2,7 @@
 the deepspeed launcher across hosts (mpirun, DeepSpeed's MPI discovery through mpi4py). Every rank prints its rank,
 the world, its host, the ZeRO stage, DeepSpeed's accelerator, the torch.distributed backend and its loss falling."""
 import argparse
+import os
 import socket
 
 import deepspeed
@@ -10,7 +11,8 @@ import torch.distributed as dist
 from deepspeed.accelerator import get_accelerator
 
 parser = deepspeed.add_config_arguments(argparse.ArgumentParser())
-parser.add_argument("--local_rank", "--local-rank", type=int, default=0)  # the deepspeed launcher passes it
+# The deepspeed launcher passes it; torchrun sets LOCAL_RANK, which DeepSpeed checks the argument against.
+parser.add_argument("--local_rank", "--local-rank", type=int, default=int(os.environ.get("LOCAL_RANK", 0)))
 parser.add_argument("--steps", type=int, default=20)
 args = parser.parse_args()
 deepspeed.init_distributed()
