@@ -16,6 +16,10 @@ CASES = {
     "stage -1": {**BASE, "zero_optimization": {"stage": -1}},
     "stage 2.5": {**BASE, "zero_optimization": {"stage": 2.5}},
     "stage as a word": {**BASE, "zero_optimization": {"stage": "two"}},
+    # Stricter than DeepSpeed, which reads these as stages 2, 2 and 1 (pydantic's lax mode): refused on purpose.
+    "stage as a string": {**BASE, "zero_optimization": {"stage": "2"}},
+    "stage as a float": {**BASE, "zero_optimization": {"stage": 2.0}},
+    "stage as a bool": {**BASE, "zero_optimization": {"stage": True}},
     "no batch size": {"gradient_accumulation_steps": 1},
     "batch 0": {"train_batch_size": 0},
     "batch != micro x steps": {"train_batch_size": 8, "train_micro_batch_size_per_gpu": 3,
