@@ -79,6 +79,8 @@ def train(args) -> dict:
     test_images = torch.from_numpy(test_images)
     predictions = predict(engine, test_images)
     accuracy = (predictions == torch.from_numpy(test_labels)).float().mean().item()
+    if rank == 0:
+        print(f"accuracy {accuracy:.3f}", flush=True)
 
     # The ZeRO checkpoint: each rank writes its own shard of the optimizer state (and, under ZeRO-3, of the
     # weights), all into one folder the ranks share (one host here; a shared file system across hosts).
