@@ -79,7 +79,7 @@ def test_the_config_check_agrees_with_deepspeeds_own(in_image):
     stricter = {"trainrun": True, "deepspeed": False}  # a stage DeepSpeed coerces: "2", 2.0, true
     assert differ == {name: stricter for name in ("stage as a string", "stage as a float", "stage as a bool")}
     assert parity["stage 4"] == {"trainrun": True, "deepspeed": True} and not parity["good"]["deepspeed"]
-    assert reports["removed"] == {"top_level": True, "zero": True}, "trainrun's REMOVED_FIELDS differ from the installed DeepSpeed's"
+    assert reports["removed"] == {"top_level": True, "zero": True}, "trainrun's removed fields differ from DeepSpeed's"
 
 
 @pytest.mark.parametrize("count", ["--num_accelerators", "--num_gpus"])

@@ -90,7 +90,7 @@ def test_a_file_names_itself_and_a_key_set_twice(tmp_path):
     path.write_text("[1, 2]")
     with pytest.raises(DeepSpeedConfigError, match="the top level = \\[1, 2\\]: is not an object"):
         check_deepspeed_config(path)
-    with pytest.raises(DeepSpeedConfigError, match=r"missing.json: is not a file \(valid: the path of a DeepSpeed JSON config"):
+    with pytest.raises(DeepSpeedConfigError, match=r"missing.json: is not a file \(valid: the path of a DeepSpeed"):
         check_deepspeed_config(tmp_path / "missing.json")
 
 
