@@ -6,7 +6,8 @@ tests/support/fault_harness.py, which the lifecycle integration and image tests 
   rank-hangs-after-other-exits-0            rank 0 exits 0, rank 1 never exits (--exit-barrier-timeout 5)
   rank-leaves-child-holding-stdout-success  each rank leaves `sleep`s holding its stdout and exits 0
   rank-leaves-child-holding-stdout-failure  the same, rank 1 then exits 3 while rank 0 sleeps
-  rank-killed-by-sigkill                    the harness SIGKILLs rank 1's process
+  rank-killed-by-sigkill                    the harness SIGKILLs rank 1's process (deepspeed: mid-step of ZeRO-2,
+                                            the only scenario of that backend)
   trainrun-sigkilled                        the harness SIGKILLs trainrun itself
   rank-fails-then-timeout                   rank 1 exits 3 just before --timeout, rank 0 ignores SIGTERM
   worker-killed (pool only)                 `docker kill` of the pool worker under rank 1 while both ranks run
@@ -49,10 +50,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
-from fault_harness import BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
+from fault_harness import BACKEND_SCENARIOS, BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
 
 TARGET_SECONDS = 30.0
-BACKENDS = ("torch", "mpi", "gloo", "spark")
+BACKENDS = ("torch", "mpi", "gloo", "spark", "deepspeed")
 
 
 def missing(backend: str) -> str | None:
@@ -65,6 +66,8 @@ def missing(backend: str) -> str | None:
         return "horovodrun (Horovod) is not installed on this host"
     if backend == "spark" and (importlib.util.find_spec("pyspark") is None or shutil.which("java") is None):
         return "pyspark or java is missing"
+    if backend == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+        return "deepspeed is not installed on this host (python benchmarks/faults.py --image IMAGE --backends deepspeed)"
     return None
 
 
@@ -185,6 +188,8 @@ def main() -> int:
                 skipped[backend] = reason
                 continue
             for scenario in args.scenarios:
+                if scenario not in BACKEND_SCENARIOS.get(backend, FAULTS):
+                    continue
                 results[f"{scenario}/{backend}"] = result = {
                     "ran_in": args.label, "measured_at": measured_at, **row(backend, scenario)}
                 print(f"{scenario:42} {backend:6} exit {result['exit_code']!s:>4}  "

@@ -2,11 +2,13 @@
 plain launcher users would otherwise type, on the same training.
 
     python benchmarks/workflows.py [--image trainstack:cpu]             # every workflow once
+    python benchmarks/workflows.py --only deepspeed [--image ...]       # again for the workflows named so
     python benchmarks/workflows.py --pairs 10 [--image trainstack:cpu]  # trainrun / plain launcher
     python benchmarks/workflows.py --pairs 10 --only horovod           # again for the pairs named so
 
 The first writes benchmarks/results/workflows.json: per workflow the seconds from container start to
-exit, its final loss and accuracy. The second runs each pair back to back (plain then trainrun, then
+exit, its final loss and accuracy (--only: the workflows whose name contains the text, each row naming its
+image and time, the file's other rows kept). The second runs each pair back to back (plain then trainrun, then
 trainrun then plain, ..., so drifting load and the cost of following another container hit both alike) and writes benchmarks/results/workflow_pairs.json: per pair the median
 of the per-pair ratios trainrun / plain (target <= 1.03), the median seconds of each side and when it was
 measured; --only re-measures the pairs whose name contains the text and keeps the others' results.
@@ -80,14 +82,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", default="trainstack:cpu")
     parser.add_argument("--pairs", type=int, help="instead: N back-to-back pairs of trainrun and its plain twin")
-    parser.add_argument("--only", help="with --pairs: only the pairs whose name contains this text")
+    parser.add_argument("--only", help="only the workflows (with --pairs: the pairs) whose name contains this text")
     args = parser.parse_args()
     client = docker_client.connect()
     if args.pairs:
         run_pairs(client, args.image, args.pairs, args.only)
         return
-    results = {}
+    previous = json.loads(RESULTS.read_text()) if args.only and RESULTS.exists() else {}
+    results = previous.get("workflows", {})
     for workflow in WORKFLOWS:
+        if args.only and args.only not in workflow.name:
+            continue
         started = time.monotonic()
         status, output = docker_client.run_in_image(client, args.image, workflow.command, timeout=900)
         seconds = time.monotonic() - started
@@ -99,11 +104,14 @@ def main() -> None:
             "final_loss": round(outcome["losses"][-1], 4) if outcome else None,
             "accuracy": round(outcome["accuracy"], 4) if outcome else None,
         }
+        if args.only:
+            results[workflow.name].update(image=args.image,
+                                          measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         print(f"{workflow.name}: {results[workflow.name]}", flush=True)
     RESULTS.parent.mkdir(exist_ok=True)
     RESULTS.write_text(json.dumps({
-        "image": args.image,
-        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "image": previous.get("image", args.image),
+        "measured_at": previous.get("measured_at", datetime.now(timezone.utc).isoformat(timespec="seconds")),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "workflows": results,
     }, indent=2) + "\n")

@@ -15,3 +15,6 @@ def test_workflow_learns_with_every_rank(in_image, workflow):
     assert result.get("same_weights_on_every_rank", True), result
     if workflow.writes_checkpoint:
         assert checkpoint_writers(output) == ["rank 0"], output[-3000:]
+    if "zero_stage" in result:  # DeepSpeed: every rank saved its ZeRO shard, and the checkpoint loaded back
+        assert [shard.split("_")[3] for shard in result["zero_shards"] if "optim_states" in shard] == ["0", "1"], result
+        assert result["checkpoint_loaded_back"], result

@@ -62,14 +62,20 @@ def wait_for_files(directory: Path, pattern: str, count: int, timeout: float) ->
 
 
 FAULT_RANK = Path(__file__).parent / "ranks" / "fault_rank.py"
+DEEPSPEED_FAULT_RANK = Path(__file__).parent / "ranks" / "deepspeed_fault_rank.py"
 FAULT_BACKENDS = {
     "torch": ["torch", "--nproc-per-node", "2", "--", str(FAULT_RANK)],
+    # DeepSpeed ZeRO-2 ranks under trainrun torch (torchrun), killed mid-step: only the scenarios of BACKEND_SCENARIOS.
+    "deepspeed": ["torch", "--nproc-per-node", "2", "--", str(DEEPSPEED_FAULT_RANK), "--deepspeed",
+                  "--deepspeed_config", str(DEEPSPEED_FAULT_RANK.parent / "ds_fault.json")],
     "mpi": ["mpi", "-np", "2", "--", sys.executable, str(FAULT_RANK)],
     "gloo": ["mpi", "--gloo", "-np", "2", "--", sys.executable, str(FAULT_RANK)],
     "spark": ["spark", "--master", "local[2]", "--num-processes", "2", "--", str(FAULT_RANK)],
 }
 # Seconds from trainrun's start by which both ranks have surely started, per backend (Spark starts a JVM).
-RANKS_STARTED_BY = {"torch": 8.0, "mpi": 5.0, "gloo": 8.0, "spark": 40.0}
+RANKS_STARTED_BY = {"torch": 8.0, "mpi": 5.0, "gloo": 8.0, "spark": 40.0, "deepspeed": 40.0}
+# Backends whose rank runs only some of the scenarios (the others' FAULT behaviours are fault_rank.py's).
+BACKEND_SCENARIOS = {"deepspeed": ("rank-killed-by-sigkill",)}
 BARRIER_SECONDS = 5.0
 
 

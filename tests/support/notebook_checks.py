@@ -42,6 +42,10 @@ NOTEBOOKS = {
         Training(("run-function",), ("rank 0 of 2", "rank 1 of 2"), writes_checkpoint=False),
         Training(("run-script",), ("rank 0 of 2", "rank 1 of 2")),
     ],
+    "databricks_deepspeed": [
+        Training(("run-function",), ("rank 0 of 2", "rank 1 of 2")),
+        Training(("run-script",), ("rank 0 of 2", "rank 1 of 2")),
+    ],
     "ml_platform_mpirun": [
         Training(("mpirun",), ("[1,0]<stdout>:rank 0 of 2", "[1,1]<stdout>:rank 1 of 2")),
         Training(("trainrun", "accuracy"), ("[1,0]<stdout>:rank 0 of 2", "[1,1]<stdout>:rank 1 of 2")),

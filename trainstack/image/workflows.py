@@ -54,6 +54,21 @@ WORKFLOWS = [
              ["python", *_example("torch_distributor_mnist.py")], writes_checkpoint=False),
     Workflow("torch-distributor-script", "PySpark TorchDistributor(local_mode=False).run(\"train.py\", \"--lr=0.04\")",
              ["python", *_example("torch_distributor_mnist.py", "--script")]),
+    Workflow("deepspeed-zero2-torchrun", "DeepSpeed ZeRO-2 under torchrun (`--deepspeed --deepspeed_config ds.json`)",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("deepspeed_zero_mnist.py", "--checkpoint-dir", CHECKPOINTS, "--deepspeed",
+                        "--deepspeed_config", f"{EXAMPLES_DIR}/deepspeed_zero2.json")]),
+    Workflow("deepspeed-zero3-launcher", "DeepSpeed ZeRO-3 under its own launcher, on CPU (`deepspeed "
+             "--num_accelerators 2`)",
+             ["deepspeed", "--num_accelerators", "2",
+              *_example("deepspeed_zero_mnist.py", "--checkpoint-dir", CHECKPOINTS, "--deepspeed",
+                        "--deepspeed_config", f"{EXAMPLES_DIR}/deepspeed_zero3.json")]),
+    Workflow("deepspeed-distributor-local", "PySpark DeepspeedTorchDistributor(localMode=True, deepspeedConfig=dict), "
+             "ZeRO-3, a function",
+             ["python", *_example("deepspeed_distributor_mnist.py", "--local-mode")]),
+    Workflow("deepspeed-distributor-script", "PySpark DeepspeedTorchDistributor(localMode=False, deepspeedConfig=path)"
+             ".run(\"train.py\") on local[2], ZeRO-2",
+             ["python", *_example("deepspeed_distributor_mnist.py", "--script", "--zero-stage", "2")]),
     Workflow("horovod-spark-estimator", "Databricks ML horovod.spark TorchEstimator: fit, transform, evaluate",
              ["python", *_example("horovod_spark_estimator_mnist.py")]),
     Workflow("horovod-spark-keras-estimator", "Databricks ML horovod.spark KerasEstimator (Keras 3): fit, transform, evaluate",

@@ -1,6 +1,7 @@
 """torch.distributed.run (torchrun) with a static rendezvous, or c10d with --rdzv-endpoint."""
 from __future__ import annotations
 
+from ..deepspeed_config import check_deepspeed_config, deepspeed_config_in_args, describe
 from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
 from ..machine import Machine
@@ -62,6 +63,16 @@ def check_master_resolves(job: TorchJob) -> None:
         check_resolves("--master-addr", job.master_addr, job.master_addr)
 
 
+def deepspeed_notes(job: TorchJob, ranks: int) -> tuple[str, ...]:
+    """The DeepSpeed config the script's arguments name (--deepspeed_config PATH), checked before any rank starts
+    (against the world size unless the job is elastic): a note saying what it holds, or DeepSpeedConfigError."""
+    path = deepspeed_config_in_args(job.program.args)
+    if path is None:
+        return ()
+    settings = check_deepspeed_config(path, world_size=None if job.max_nnodes is not None else ranks)
+    return (f"DeepSpeed config {path} checked: {describe(settings)}",)
+
+
 class TorchPlanner:
     def plan(self, job: TorchJob, machine: Machine) -> Plan:
         if not machine.has_torch:
@@ -93,4 +104,5 @@ class TorchPlanner:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
         return Plan(backend="torch", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)}, ranks=ranks,
-                    local_ranks=nproc, launcher="torchrun", output_tags="lines" if tagged else "none", run=job.run)
+                    local_ranks=nproc, launcher="torchrun", output_tags="lines" if tagged else "none",
+                    notes=deepspeed_notes(job, ranks), run=job.run)
