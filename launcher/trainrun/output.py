@@ -5,6 +5,7 @@ descriptor 1 (in a Jupyter kernel it is the cell's output, which a child writing
 Open MPI tags the output (TaggedLines)."""
 from __future__ import annotations
 
+import contextvars
 import re
 import subprocess
 import sys
@@ -70,17 +71,23 @@ class TaggedLines:
 
 
 def _copy_lines(source: BinaryIO, target: TextIO, timestamps: bool, tagged: bool) -> None:
+    """Copies each line as it arrives (a rank's line reaches a notebook cell while the job runs, not at its end),
+    flushing after each line, whose pieces of unfinished tagged lines come last."""
     joiner = TaggedLines() if tagged else None
-    for chunk in [*iter(source.readline, b""), None]:
+    while True:
+        chunk = source.readline()
         if joiner is None:
-            lines = [] if chunk is None else [chunk]
+            lines = [chunk] if chunk else []
         else:
-            lines = joiner.flush() if chunk is None else joiner.feed(chunk)
+            lines = joiner.feed(chunk) if chunk else joiner.flush()
         for line in lines:
             if timestamps:
                 line = stamped(line, time.time())
             target.write(line.decode("utf-8", errors="replace"))
-        target.flush()
+        if lines:
+            target.flush()
+        if not chunk:
+            return
 
 
 class RelayedOutput:
@@ -97,8 +104,12 @@ class RelayedOutput:
 
     def start(self, proc: subprocess.Popen) -> None:
         for source, target in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-            thread = threading.Thread(target=_copy_lines, args=(source, target, self.timestamps, self.tagged),
-                                      daemon=True)
+            # In the caller's context: ipykernel (7) keys a stream's output by the parent message it finds in a
+            # context variable, which a new thread does not inherit; this thread's lines then belong to the cell
+            # that started the job, not to whichever message the kernel handled last.
+            context = contextvars.copy_context()
+            thread = threading.Thread(target=context.run,
+                                      args=(_copy_lines, source, target, self.timestamps, self.tagged), daemon=True)
             thread.start()
             self._threads.append(thread)
 
