@@ -1,0 +1,77 @@
+"""Each rank's line reaches the notebook cell within a second of the rank printing it, under every launcher runnable
+on this host, timed by the arrival of the kernel's stream messages (tests/image/units/stream_delays.py, the same
+measurement the image test runs for HorovodRunner and DeepSpeed)."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from fault_harness import MARK
+from launch_helpers import leftover_processes
+
+pytest.importorskip("jupyter_client")
+pytest.importorskip("ipykernel")
+
+pytestmark = pytest.mark.timeout(900)
+
+MEASURE = Path(__file__).parents[1] / "image" / "units" / "stream_delays.py"
+MAX_DELAY = 1.0
+
+
+def _has(*modules: str) -> bool:
+    return all(importlib.util.find_spec(module) is not None for module in modules)
+
+
+def host_ways() -> list[str]:
+    ways = []
+    if shutil.which("mpirun") and _has("mpi4py"):
+        ways.append("mpi")
+    if _has("torch"):
+        ways += ["torch", "trainrun.run"]
+    if _has("pyspark") and shutil.which("java"):
+        ways.append("spark")
+        if _has("torch"):
+            ways.append("TorchDistributor-local")
+            if _has("pandas", "pyarrow"):  # PySpark's barrier stage of a distributor needs them
+                ways.append("TorchDistributor")
+            if _has("deepspeed"):
+                ways.append("DeepspeedTorchDistributor")
+    return ways
+
+
+WAYS = host_ways()
+
+
+@pytest.fixture(scope="module")
+def delays(tmp_path_factory) -> dict:
+    if not WAYS:
+        pytest.skip("no launcher runs on this host")
+    mark = os.urandom(8).hex()
+    env = {**os.environ, MARK: mark, "SPARK_WORKER_DIR": str(tmp_path_factory.mktemp("spark-work")),
+           "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
+    env.pop("PYSPARK_SUBMIT_ARGS", None)
+    done = subprocess.run([sys.executable, str(MEASURE), *WAYS], env=env, capture_output=True, text=True,
+                          timeout=850)
+    assert done.returncode == 0, done.stderr[-4000:]
+    measured = json.loads(done.stdout.strip().splitlines()[-1])
+    print(json.dumps({way: result["firsts"] for way, result in measured.items()}, indent=1))
+    assert leftover_processes(mark) == []
+    return measured
+
+
+@pytest.mark.parametrize("way", WAYS or ["none"])
+def test_each_ranks_first_line_reaches_the_cell_within_a_second(delays, way) -> None:
+    result = delays[way]
+    firsts = result["firsts"]
+    assert result["error"] is None, result
+    assert sorted(first["rank"] for first in firsts) == ["0", "1"], result["shown"]
+    for first in firsts:
+        assert first["delay"] < MAX_DELAY, f"{way}: rank {first['rank']}'s line took {first['delay']} s: {firsts}"
+        # It arrived while the rank slept (the cell ran on for seconds), not with the cell's end.
+        assert first["before_end"] > 2, f"{way}: rank {first['rank']}'s line came with the cell's end: {firsts}"
