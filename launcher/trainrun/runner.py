@@ -96,7 +96,9 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
             return run_in_session(plan)
     timestamps = plan.run.timestamp_output
     tagged = plan.output_tags == "pieces"
-    output = RelayedOutput(timestamps, tagged) if relay_needed(timestamps) or tagged else None
+    # Open MPI's tagged output is always relayed: the CLI and a notebook show it alike.
+    output = RelayedOutput(timestamps, tagged, quiet=tagged and not plan.run.verbose) \
+        if relay_needed(timestamps) or tagged else None
     job_id = uuid.uuid4().hex
     status_dir = tempfile.mkdtemp(prefix="trainrun-")
     watchdog = Watchdog(job_id, [status_dir, *owned_dirs])  # before anything of the job starts

@@ -1,9 +1,11 @@
-"""A launcher's cell stopped from the notebook, in a real kernel (jupyter_client): Kernel > Interrupt (SIGINT to the
-kernel) shows one line and leaves nothing running; a kernel killed (SIGKILL) mid-cell leaves neither processes nor
-the pickled cell (trainrun-api-*/payload.pkl) behind."""
+"""How a launcher's cell ends when it does not end well, in a real kernel (jupyter_client): Kernel > Interrupt (SIGINT
+to the kernel) shows one line and leaves nothing running; a kernel killed (SIGKILL) mid-cell leaves neither
+processes nor the pickled cell (trainrun-api-*/payload.pkl) behind; a rank that raises shows its traceback from the
+cell's own line, then trainrun's one line, and none of the launcher's own words for it."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import time
 from pathlib import Path
@@ -158,3 +160,33 @@ def test_interrupting_torch_distributor_local_mode_leaves_no_defunct_child(kerne
     kernel.manager.interrupt_kernel()
     assert kernel.outcome(msg_id)["ename"] == "KeyboardInterrupt"
     assert wait_until(lambda: not kernel.defunct_children(), 3), kernel.defunct_children()
+
+
+RAISING_RANK = "import os\nif os.environ['RANK'] == '1':\n    raise ValueError('boom on 1')"
+# trainrun's frames, torchrun's log lines and Open MPI's banners about a rank's end.
+NOT_THE_USERS = re.compile(r"run_cell|trainrun/|<dynamic-code>|failed \(exitcode|closing signal|Primary job|"
+                           r"mpirun (detected|noticed)|-{20,}")
+
+
+@pytest.mark.parametrize("way", [pytest.param("%%trainrun mpi", marks=requires(mpirun=True)),
+                                 pytest.param("%%trainrun torch", marks=requires(torch=True))])
+def test_a_rank_that_raises_shows_its_traceback_from_the_cells_line_then_one_line(kernel, way) -> None:
+    line = {"%%trainrun mpi": "%%trainrun mpi -np 2", "%%trainrun torch": "%%trainrun torch --nproc-per-node 2"}[way]
+    msg_id = kernel.client.execute(f"{line}\n{RAISING_RANK}")
+    shown, error = [], None
+    while True:
+        msg = kernel.client.get_iopub_msg(timeout=240)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "stream":
+            shown.append(msg["content"]["text"])
+        elif msg["msg_type"] == "error":
+            error = msg["content"]
+        elif msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    text = "".join(shown)
+    lines = [re.sub(r"^(\[1,1\]<stderr>:|\[default1\]:)", "", line) for line in text.splitlines()]
+    assert lines == ["Traceback (most recent call last):", '  File "<trainrun cell>", line 3, in <module>',
+                     "    raise ValueError('boom on 1')", "ValueError: boom on 1"], text
+    assert not NOT_THE_USERS.search(text), text
+    assert error["traceback"] == ["trainrun: rank 1 exited with code 1; job stopped"], error
