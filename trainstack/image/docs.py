@@ -113,6 +113,6 @@ def horovod_patch_table(matrix: Matrix) -> str:
     rows = []
     for patch in sorted(path.name for path in PATCHES_DIR.glob("*.patch")):
         flavors = [flavor.name for flavor in matrix.flavors.values() if patch in horovod_patches(flavor)]
-        anchor = "patch-" + re.sub(r"^horovod-[0-9.]+-", "", patch.removesuffix(".patch"))
+        anchor = "patch-" + re.sub(r"^[a-z]+-[0-9.]+-", "", patch.removesuffix(".patch"))
         rows.append([f"[`{patch}`](#{anchor})", ", ".join(flavors) or "none"])
     return markdown_table(["patch", "applied by"], rows)
