@@ -7,7 +7,8 @@ import pytest
 
 pytestmark = pytest.mark.timeout(900)
 
-WAYS = ["HorovodRunner", "TorchDistributor", "TorchDistributor-local", "mpi", "torch", "spark", "trainrun.run"]
+WAYS = ["HorovodRunner", "TorchDistributor", "TorchDistributor-local", "mpi", "torch", "spark", "trainrun.run",
+        "trainrun.run(spark=session)"]
 MAX_DELAY = 1.0
 
 

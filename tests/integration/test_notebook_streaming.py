@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,7 @@ def host_ways() -> list[str]:
     if _has("pyspark") and shutil.which("java"):
         ways.append("spark")
         if _has("torch"):
+            ways.append("trainrun.run(spark=session)")
             ways.append("TorchDistributor-local")
             if _has("pandas", "pyarrow"):  # PySpark's barrier stage of a distributor needs them
                 ways.append("TorchDistributor")
@@ -46,6 +48,24 @@ def host_ways() -> list[str]:
 
 
 WAYS = host_ways()
+DISTRIBUTORS = ("TorchDistributor-local", "TorchDistributor", "DeepspeedTorchDistributor")
+
+
+def pyspark_unbuffers_its_ranks() -> bool:
+    """Whether PySpark's TorchDistributor starts its ranks unbuffered (images/patches/
+    pyspark-4.3.0-unbuffered-ranks.patch); without it their lines come in 8 KiB blocks, at the end of a short job."""
+    import inspect
+
+    from pyspark.ml.torch.distributor import TorchDistributor
+
+    return "PYTHONUNBUFFERED" in inspect.getsource(TorchDistributor._execute_command)
+
+
+def way_param(way: str):
+    if way in DISTRIBUTORS and not pyspark_unbuffers_its_ranks():
+        return pytest.param(way, marks=pytest.mark.xfail(
+            reason="this PySpark lacks images/patches/pyspark-4.3.0-unbuffered-ranks.patch", strict=True))
+    return way
 
 
 @pytest.fixture(scope="module")
@@ -56,16 +76,21 @@ def delays(tmp_path_factory) -> dict:
     env = {**os.environ, MARK: mark, "SPARK_WORKER_DIR": str(tmp_path_factory.mktemp("spark-work")),
            "JAVA_TOOL_OPTIONS": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"}
     env.pop("PYSPARK_SUBMIT_ARGS", None)
+    env.pop("PYTHONUNBUFFERED", None)  # as in a Jupyter server's kernel: the ranks' buffering is trainrun's to set
     done = subprocess.run([sys.executable, str(MEASURE), *WAYS], env=env, capture_output=True, text=True,
                           timeout=850)
     assert done.returncode == 0, done.stderr[-4000:]
     measured = json.loads(done.stdout.strip().splitlines()[-1])
     print(json.dumps({way: result["firsts"] for way, result in measured.items()}, indent=1))
+    # The kernel's Spark (its JVM and PySpark's Python daemon) ends a moment after the kernel is shut down.
+    deadline = time.monotonic() + 15
+    while leftover_processes(mark) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert leftover_processes(mark) == []
     return measured
 
 
-@pytest.mark.parametrize("way", WAYS or ["none"])
+@pytest.mark.parametrize("way", [way_param(way) for way in WAYS] or ["none"])
 def test_each_ranks_first_line_reaches_the_cell_within_a_second(delays, way) -> None:
     result = delays[way]
     firsts = result["firsts"]

@@ -24,6 +24,8 @@ CELLS = {
     "torch": "%%trainrun torch --nproc-per-node 2\n" + RANK_BODY,
     "spark": "%%trainrun spark --num-processes 2\n" + RANK_BODY,
     "trainrun.run": "import trainrun\n" + FUNCTION + "trainrun.run(probe, num_processes=2)",
+    "trainrun.run(spark=session)": SPARK + "import trainrun\n" + FUNCTION
+    + "trainrun.run(probe, num_processes=2, spark=spark)",
     "HorovodRunner": "from trainrun import HorovodRunner\n" + FUNCTION + "HorovodRunner(np=2).run(probe)",
     "TorchDistributor-local": SPARK + "from pyspark.ml.torch.distributor import TorchDistributor\n" + FUNCTION
     + "TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(probe)",
