@@ -1,8 +1,8 @@
 """How soon each rank's line reaches the notebook cell: runs, in a real kernel (jupyter_client), one cell per way of
 starting ranks named on the command line; each rank prints `stream-probe first <time.time()>` (a plain print, no
-flush, as users write it), sleeps, prints `stream-probe second ...`. Prints one JSON object: per way, for every
-first line, its delay (when the kernel's stream message carrying it arrived here, minus the time in the line) and
-how long before the cell's end it arrived. Used by tests/integration and tests/image test_notebook_streaming.py."""
+flush, as users write it), sleeps, prints `stream-probe second ...`. Prints `stream-delays: ` and a JSON object:
+per way, for every first line, its delay (when the kernel's stream message carrying it arrived here, minus the time
+in the line) and how long before the cell's end it arrived (tests/support/notebook_streaming.py reads it). Used by tests/integration and tests/image test_notebook_streaming.py."""
 import json
 import os
 import re
@@ -35,6 +35,9 @@ CELLS = {
     "DeepspeedTorchDistributor\n" + FUNCTION
     + "DeepspeedTorchDistributor(numGpus=2, nnodes=1, localMode=True, useGpu=False).run(probe)",
 }
+# Before the result (the kernel's own stderr, Spark's progress bar among it, shares the output); a twin of
+# tests/support/notebook_streaming.py's.
+RESULT_PREFIX = "stream-delays: "
 FIRST_LINE = re.compile(r"stream-probe first (\S+) (\d+\.\d+)")
 
 
@@ -73,4 +76,4 @@ def measure(ways: list[str]) -> dict:
 
 if __name__ == "__main__":
     os.environ.setdefault("OMP_NUM_THREADS", "1")
-    print(json.dumps(measure(sys.argv[1:])))
+    print(RESULT_PREFIX + json.dumps(measure(sys.argv[1:])), flush=True)
