@@ -1,7 +1,8 @@
 """JupyterLab of the image in a real browser: Debian's chromium, headless, driven by playwright-core
 (tests/browser/run_notebook.js; `./dev setup` installs both). Without the token the server shows its login page;
 with it, the Synapse seed notebook runs all its cells: its `%%trainrun` cell shows every rank's tagged output in
-the page, and its TorchEstimator trains; a rank's line shows in the page while its cell still runs. The screenshot is left in tests/browser/results/."""
+the page, and its TorchEstimator trains; a rank's line shows in the page while its cell still runs. The screenshot is
+left in tests/browser/results/."""
 from __future__ import annotations
 
 import io

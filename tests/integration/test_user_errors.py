@@ -24,8 +24,8 @@ if os.environ["RANK"] == "1":
 LAUNCHER_FRAMES = re.compile(r'File "[^"]*(torch/distributed|trainrun/|<frozen runpy>)|ChildFailedError')
 # The launchers' own words for a rank's failure, which trainrun's summary line says: torchrun's log lines, Open MPI's
 # banners.
-LAUNCHER_FAILURE_NOISE = re.compile(r"failed \(exitcode|closing signal|Primary job +terminated|mpirun (detected|noticed)|"
-                                    r"-{20,}")
+LAUNCHER_FAILURE_NOISE = re.compile(r"failed \(exitcode|closing signal|Primary job +terminated|"
+                                    r"mpirun (detected|noticed)|-{20,}")
 
 
 @requires(torch=True)
