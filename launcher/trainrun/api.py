@@ -55,7 +55,7 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
             job = TorchJob(nproc_per_node=num_processes, program=program, run=options)
         else:
             job = MpiJob(num_processes=num_processes, program=program, gloo=machine.mpi_flavor is None, run=options)
-        run_plan(plan_job(job, machine))
+        run_plan(plan_job(job, machine), owned_dirs=(workdir,))
         return _rank_0_result(program, result_path)
 
 
@@ -67,7 +67,8 @@ def run_in_job(job: MpiJob | TorchJob | SparkJob, backend: str, main: Callable[.
     with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
         result_path = os.path.join(workdir, "result.pkl")
         program = _program(main, args, dict(kwargs or {}), workdir, result_path)
-        run_plan(plan_job(dataclasses.replace(job, program=program), detect_machine(backend)))
+        plan = plan_job(dataclasses.replace(job, program=program), detect_machine(backend))
+        run_plan(plan, owned_dirs=(workdir,))
         return _rank_0_result(program, result_path)
 
 

@@ -20,6 +20,11 @@ def shown(value: object) -> str:
 class TrainrunError(Exception):
     exit_code = 2
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows of it in a notebook cell (trainrun.run, HorovodRunner): the one line the CLI prints,
+        not trainrun's own frames (a failed rank's traceback is already in the cell's output)."""
+        return [f"trainrun: {self}"]
+
 
 class UsageError(TrainrunError):
     """A bad option value: names the option, the value and what would be valid, with the arguments and the format

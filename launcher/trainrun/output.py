@@ -5,6 +5,7 @@ descriptor 1 (in a Jupyter kernel it is the cell's output, which a child writing
 Open MPI tags the output (TaggedLines)."""
 from __future__ import annotations
 
+import contextvars
 import re
 import subprocess
 import sys
@@ -69,35 +70,84 @@ class TaggedLines:
         return lines
 
 
-def _copy_lines(source: BinaryIO, target: TextIO, timestamps: bool, tagged: bool) -> None:
+# Open MPI's help messages, each between two lines of dashes, that say what trainrun's one-line end says: a rank
+# failed or was killed, so mpirun stopped the job.
+OPENMPI_BANNER_EDGE = re.compile(rb"-{20,}\n?")
+OPENMPI_RANK_END_BANNERS = (b"Primary job  terminated normally", b"mpirun detected that one or more processes exited",
+                            b"mpirun noticed that process rank", b"mpirun has exited due to process rank")
+
+
+class RankEndBanners:
+    """Leaves out Open MPI's banners about a rank's end (OPENMPI_RANK_END_BANNERS) from mpirun's own output; its
+    other banners, and the ranks' tagged lines (which never start with dashes), pass as they are."""
+
+    def __init__(self) -> None:
+        self._held: list[bytes] | None = None  # the banner being read, from its first edge
+
+    def feed(self, line: bytes) -> list[bytes]:
+        if self._held is None:
+            if not OPENMPI_BANNER_EDGE.fullmatch(line):
+                return [line]
+            self._held = [line]
+            return []
+        self._held.append(line)
+        if not OPENMPI_BANNER_EDGE.fullmatch(line):
+            return []
+        banner, self._held = self._held, None
+        body = b"".join(banner[1:-1]).lstrip()
+        return [] if body.startswith(OPENMPI_RANK_END_BANNERS) else banner
+
+    def flush(self) -> list[bytes]:
+        held, self._held = self._held or [], None
+        return held
+
+
+def _copy_lines(source: BinaryIO, target: TextIO, timestamps: bool, tagged: bool, quiet: bool) -> None:
+    """Copies each line as it arrives (a rank's line reaches a notebook cell while the job runs, not at its end),
+    flushing after each line, whose pieces of unfinished tagged lines come last; `quiet` leaves out Open MPI's
+    banners about a rank's end."""
     joiner = TaggedLines() if tagged else None
-    for chunk in [*iter(source.readline, b""), None]:
+    banners = RankEndBanners() if quiet else None
+    while True:
+        chunk = source.readline()
         if joiner is None:
-            lines = [] if chunk is None else [chunk]
+            lines = [chunk] if chunk else []
         else:
-            lines = joiner.flush() if chunk is None else joiner.feed(chunk)
+            lines = joiner.feed(chunk) if chunk else joiner.flush()
+        if banners is not None:
+            lines = [kept for line in lines for kept in banners.feed(line)] + ([] if chunk else banners.flush())
         for line in lines:
             if timestamps:
                 line = stamped(line, time.time())
             target.write(line.decode("utf-8", errors="replace"))
-        target.flush()
+        if lines:
+            target.flush()
+        if not chunk:
+            return
 
 
 class RelayedOutput:
     """Pipes for the launcher's stdout and stderr, copied line by line to sys.stdout and sys.stderr (read when
     the job starts: a notebook cell's streams), each line whole (Open MPI's tagged pieces joined when `tagged`),
-    with a time prefix when asked."""
+    with a time prefix when asked, and without Open MPI's banners about a rank's end when `quiet` (trainrun's
+    summary line says it)."""
 
     popen_streams = {"stdout": subprocess.PIPE, "stderr": subprocess.PIPE}
 
-    def __init__(self, timestamps: bool = False, tagged: bool = False) -> None:
+    def __init__(self, timestamps: bool = False, tagged: bool = False, quiet: bool = False) -> None:
         self.timestamps = timestamps
         self.tagged = tagged
+        self.quiet = quiet
         self._threads: list[threading.Thread] = []
 
     def start(self, proc: subprocess.Popen) -> None:
         for source, target in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-            thread = threading.Thread(target=_copy_lines, args=(source, target, self.timestamps, self.tagged),
+            # In the caller's context: ipykernel (7) keys a stream's output by the parent message it finds in a
+            # context variable, which a new thread does not inherit; this thread's lines then belong to the cell
+            # that started the job, not to whichever message the kernel handled last.
+            context = contextvars.copy_context()
+            thread = threading.Thread(target=context.run,
+                                      args=(_copy_lines, source, target, self.timestamps, self.tagged, self.quiet),
                                       daemon=True)
             thread.start()
             self._threads.append(thread)

@@ -12,6 +12,7 @@ import tempfile
 import threading
 import time
 import uuid
+from typing import Sequence
 
 from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop
@@ -80,27 +81,35 @@ def _open_pidfd(pid: int) -> int | None:
         return None
 
 
-def run_plan(plan: Plan) -> None:
+def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
     """Run the plan to completion; raises JobFailed naming the failed rank and how it ended (exit code or signal),
     the ranks that hung at the exit barrier, or why trainrun stopped the job (plan.run: --timeout, the exit
     barrier). With plan.run.timestamp_output, each output line is prefixed with the time it arrived; output is
     relayed through sys.stdout and sys.stderr wherever they are not the process's own descriptors
     (trainrun.output). However it ends, no process of the job is left running, and a watchdog takes the job down
-    if this process dies first."""
+    if this process dies first, removing `owned_dirs` too (the caller's directories for the job, e.g. the pickled
+    function of trainrun.run, which the caller removes itself when it lives)."""
     if plan.session is not None:  # the stage in the caller's SparkSession, in this process
         from .backends.spark.driver import run_in_session
 
-        return run_in_session(plan)
+        with Watchdog(uuid.uuid4().hex, list(owned_dirs)):
+            return run_in_session(plan)
     timestamps = plan.run.timestamp_output
     tagged = plan.output_tags == "pieces"
-    output = RelayedOutput(timestamps, tagged) if relay_needed(timestamps) or tagged else None
+    # Open MPI's tagged output is always relayed: the CLI and a notebook show it alike.
+    output = RelayedOutput(timestamps, tagged, quiet=tagged and not plan.run.verbose) \
+        if relay_needed(timestamps) or tagged else None
     job_id = uuid.uuid4().hex
     status_dir = tempfile.mkdtemp(prefix="trainrun-")
-    watchdog = Watchdog(job_id, [status_dir])  # before anything of the job starts
+    watchdog = Watchdog(job_id, [status_dir, *owned_dirs])  # before anything of the job starts
     ended = False
     try:
         with _Signals() as signals:
             env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
+            if output:
+                # The ranks write to trainrun's pipe, which Python buffers by the 8 KiB block: a line would reach a
+                # notebook cell only when the block fills or the rank ends (a user's own setting stays).
+                env.setdefault("PYTHONUNBUFFERED", "1")
             if plan.remote is not None:
                 # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
                 from .remote import check_hosts

@@ -1,7 +1,8 @@
 """JupyterLab of the image in a real browser: Debian's chromium, headless, driven by playwright-core
 (tests/browser/run_notebook.js; `./dev setup` installs both). Without the token the server shows its login page;
 with it, the Synapse seed notebook runs all its cells: its `%%trainrun` cell shows every rank's tagged output in
-the page, and its TorchEstimator trains. The screenshot is left in tests/browser/results/."""
+the page, and its TorchEstimator trains; a rank's line shows in the page while its cell still runs. The screenshot is
+left in tests/browser/results/."""
 from __future__ import annotations
 
 import io
@@ -92,3 +93,34 @@ def test_the_home_examples_run_all_in_chromium_without_an_error(browser_tools, s
     check_trainings("ml_platform_mpirun", saved)
     written = requests.get(f"{base}/api/contents/examples/notebooks/train.py", headers={"Authorization": f"token {token}"})
     assert written.status_code == 200 and "hvd.init()" in written.json()["content"]
+
+
+STREAMING_CELL = """%%trainrun mpi -np 2
+import os, time
+print('streamed from rank', os.environ['RANK'])
+time.sleep(30)
+print('rank', os.environ['RANK'], 'done')"""
+
+
+def test_a_ranks_line_shows_in_the_page_while_its_cell_still_runs(browser_tools, start_lab, tmp_path):
+    import nbformat
+
+    container = start_lab(shm_size="1g")
+    url = lab_url(container, timeout=180)
+    notebook = tmp_path / "streaming.ipynb"
+    nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(STREAMING_CELL)],
+                                            metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
+                                                                     "language": "python"}}), notebook)
+    copy_into(container, notebook, NOTEBOOK_DIR)
+    base, token = url.split("/lab?token=")
+    finished = subprocess.run(
+        [browser_tools, str(BROWSER_DIR / "stream_cell.js"), base, token, f"work/{notebook.name}", "%%trainrun mpi",
+         r"\[1,1\]<stdout>:streamed from rank 1"],
+        capture_output=True, text=True, timeout=600, cwd=BROWSER_DIR,
+        env={**os.environ, "BROWSER_TIMEOUT_MS": "300000"})
+    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
+    page = json.loads(finished.stdout.strip().splitlines()[-1])
+    # The line was in the page while the ranks slept, before the cell ended.
+    assert page["seen_while_running"], page
+    assert "done" not in page["output_when_seen"], page
+    assert "[1,0]<stdout>:rank 0 done" in page["output_at_end"], page

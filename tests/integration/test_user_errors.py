@@ -22,6 +22,10 @@ if os.environ["RANK"] == "1":
 # A frame of trainrun, runpy or torchrun in a traceback, or torchrun's exception (its log lines name their source
 # file, e.g. `torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1)`: one line each, no frames).
 LAUNCHER_FRAMES = re.compile(r'File "[^"]*(torch/distributed|trainrun/|<frozen runpy>)|ChildFailedError')
+# The launchers' own words for a rank's failure, which trainrun's summary line says: torchrun's log lines, Open MPI's
+# banners.
+LAUNCHER_FAILURE_NOISE = re.compile(r"failed \(exitcode|closing signal|Primary job +terminated|"
+                                    r"mpirun (detected|noticed)|-{20,}")
 
 
 @requires(torch=True)
@@ -33,7 +37,22 @@ def test_torch_exception_on_one_rank_shows_the_users_traceback_only(tmp_path) ->
     assert output.count("Traceback (most recent call last)") == 1 and output.count("ValueError: boom on rank 1") == 1
     assert f'File "{tmp_path / "train.py"}", line 3, in <module>' in output
     assert not LAUNCHER_FRAMES.search(output), output[-3000:]
+    assert not LAUNCHER_FAILURE_NOISE.search(output), output[-3000:]
     assert launch.stderr.splitlines()[-1].startswith("trainrun: rank 1 exited with code 1; job stopped")
+
+
+@requires(mpirun=True)
+def test_mpi_exception_on_one_rank_shows_the_users_traceback_and_no_open_mpi_banner(tmp_path) -> None:
+    (tmp_path / "train.py").write_text(RAISE_ON_RANK_1)
+    launch = run_trainrun(["mpi", "-np", "2", "--", sys.executable, str(tmp_path / "train.py")],
+                          trainrun_env(tmp_path))
+    output = launch.stdout + launch.stderr
+    assert launch.returncode == 1 and output.count("ValueError: boom on rank 1") == 1, output[-3000:]
+    assert not LAUNCHER_FRAMES.search(output) and not LAUNCHER_FAILURE_NOISE.search(output), output[-3000:]
+    assert launch.stderr.splitlines()[-1].startswith("trainrun: rank 1 exited with code 1; job stopped")
+    verbose = run_trainrun(["mpi", "--verbose", "-np", "2", "--", sys.executable, str(tmp_path / "train.py")],
+                           trainrun_env(tmp_path))
+    assert "Primary job  terminated normally" in verbose.stderr  # --verbose shows mpirun's own words
 
 
 @requires(torch=True)

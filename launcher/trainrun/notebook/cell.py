@@ -22,7 +22,9 @@ def compile_cell(source: str) -> tuple[Any, Any]:
 
 def run_cell(source: str, pushed: Mapping[str, Any]) -> Any:
     """Runs the cell as `__main__` code with the pushed notebook variables defined; returns its last
-    expression's value."""
+    expression's value. A rank's traceback starts at the cell's own line (the rank entry leaves out frames that
+    set __tracebackhide__, as IPython and pytest do)."""
+    __tracebackhide__ = True
     linecache.cache[CELL_FILENAME] = (len(source), None, source.splitlines(keepends=True), CELL_FILENAME)
     body, value = compile_cell(source)
     namespace = {"__name__": "__main__", **pushed}

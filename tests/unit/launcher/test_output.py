@@ -31,3 +31,57 @@ def test_open_mpi_pieces_are_joined_into_whole_lines_per_rank() -> None:
     assert joiner.feed(b"mpirun noticed that ...\n") == [b"mpirun noticed that ...\n"]
     assert joiner.feed(b"[1,1]<stdout>:no newline at the end") == []
     assert joiner.flush() == [b"[1,1]<stdout>:no newline at the end\n"] and joiner.flush() == []
+
+
+EDGE = b"-" * 74 + b"\n"
+
+
+def test_open_mpis_banners_about_a_rank_end_are_left_out_and_its_others_kept() -> None:
+    from trainrun.output import RankEndBanners
+
+    banners = RankEndBanners()
+    rank_end = [EDGE, b"Primary job  terminated normally, but 1 process returned\n", b"a non-zero exit code.\n", EDGE,
+                EDGE, b"mpirun detected that one or more processes exited with non-zero status, thus causing\n",
+                b"\n", b"  Exit code:    1\n", EDGE]
+    assert [kept for line in rank_end for kept in banners.feed(line)] == []
+    other = [EDGE, b"There are not enough slots available in the system\n", EDGE]
+    assert [kept for line in other for kept in banners.feed(line)] == other
+    assert banners.feed(b"[1,1]<stderr>:ValueError: boom\n") == [b"[1,1]<stderr>:ValueError: boom\n"]
+    assert banners.feed(EDGE) == [] and banners.feed(b"cut short\n") == []
+    assert banners.flush() == [EDGE, b"cut short\n"] and banners.flush() == []
+
+
+def test_relay_copies_each_line_as_it_arrives_without_the_rank_end_banner() -> None:
+    import os
+    import threading
+
+    from trainrun.output import _copy_lines
+
+    read_end, write_end = os.pipe()
+    target = io.StringIO()
+    with open(read_end, "rb") as source:
+        copier = threading.Thread(target=_copy_lines, args=(source, target, False, True, True))
+        copier.start()
+        os.write(write_end, b"[1,0]<stdout>:first\n")
+        deadline = time.monotonic() + 5
+        while not target.getvalue() and time.monotonic() < deadline:  # copied before the pipe ends
+            time.sleep(0.01)
+        assert target.getvalue() == "[1,0]<stdout>:first\n"
+        os.write(write_end, EDGE + b"mpirun noticed that process rank 1 with PID 0 exited on signal 9\n" + EDGE)
+        os.close(write_end)
+        copier.join(5)
+    assert target.getvalue() == "[1,0]<stdout>:first\n"
+
+
+def test_torchruns_records_of_a_rank_end_are_left_out() -> None:
+    import logging
+
+    from trainrun.torchrun import shown_record
+
+    def record(msg: str) -> logging.LogRecord:
+        return logging.LogRecord("torch.distributed.elastic.multiprocessing.api", logging.ERROR, "api.py", 1002, msg,
+                                 (), None)
+
+    assert not shown_record(record("failed (exitcode: %s) local_rank: %s (pid: %s) of binary: %s"))
+    assert not shown_record(record("Sending process %s closing signal %s"))
+    assert shown_record(record("Process %s did not exit after %s within %ss; abandoning and continuing teardown."))

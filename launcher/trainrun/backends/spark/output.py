@@ -7,6 +7,7 @@ or believed. The server listens on loopback when every rank is on this host (loc
 """
 from __future__ import annotations
 
+import contextvars
 import hmac
 import secrets
 import socket
@@ -55,7 +56,9 @@ class OutputServer:
         self._on_failure = on_failure
         self._on_event = on_event
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        # Each thread in a copy of the caller's context: in a notebook kernel, the lines belong to the cell that
+        # started the job (ipykernel 7 files output under the parent message it finds in a context variable).
+        threading.Thread(target=contextvars.copy_context().run, args=(self._accept,), daemon=True).start()
 
     def _accept(self) -> None:
         while True:
@@ -63,7 +66,7 @@ class OutputServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+            threading.Thread(target=contextvars.copy_context().run, args=(self._read, conn), daemon=True).start()
 
     def _authenticated(self, conn: socket.socket) -> bool:
         conn.settimeout(HANDSHAKE_SECONDS)
