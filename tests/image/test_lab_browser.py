@@ -41,20 +41,30 @@ def browser_tools() -> str:
     return browser_node()
 
 
-def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):
+def open_lab(start_lab) -> tuple[object, str, str]:
+    """A started lab container, its base URL and its token."""
     container = start_lab(shm_size="1g")  # Horovod's and Spark's shared memory
-    url = lab_url(container, timeout=180)
+    base, token = lab_url(container, timeout=180).split("/lab?token=")
+    return container, base, token
+
+
+def drive_chromium(browser_tools: str, container, script: str, *args: str, timeout: int = 900) -> dict:
+    """Runs tests/browser/SCRIPT against the lab in `container` (the browser's own deadline 5 minutes inside
+    `timeout`); asserts it succeeded; returns the page facts it printed last, as JSON."""
+    finished = subprocess.run(
+        [browser_tools, str(BROWSER_DIR / script), *args], capture_output=True, text=True, timeout=timeout,
+        cwd=BROWSER_DIR, env={**os.environ, "BROWSER_TIMEOUT_MS": str((timeout - 300) * 1000)})
+    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
+    return json.loads(finished.stdout.strip().splitlines()[-1])
+
+
+def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):
+    container, base, token = open_lab(start_lab)
     copy_into(container, NOTEBOOK, NOTEBOOK_DIR)
     RESULTS_DIR.mkdir(exist_ok=True)
     screenshot = RESULTS_DIR / "lab-trainrun.png"
-    base, token = url.split("/lab?token=")
-    finished = subprocess.run(
-        [browser_tools, str(BROWSER_DIR / "run_notebook.js"), base, token, f"work/{NOTEBOOK.name}",
-         "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:rank 1 of 2: allreduce sum 3", str(screenshot)],
-        capture_output=True, text=True, timeout=900, cwd=BROWSER_DIR,
-        env={**os.environ, "BROWSER_TIMEOUT_MS": "600000"})
-    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
-    page = json.loads(finished.stdout.strip().splitlines()[-1])
+    page = drive_chromium(browser_tools, container, "run_notebook.js", base, token, f"work/{NOTEBOOK.name}",
+                          "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:rank 1 of 2: allreduce sum 3", str(screenshot))
     print(f"screenshot: {screenshot}")
 
     # Without the token: the login page, no notebook.
@@ -73,18 +83,12 @@ def test_the_home_examples_run_all_in_chromium_without_an_error(browser_tools, s
     """The example notebook where JupyterLab's file browser shows it, ~/examples/notebooks (the entrypoint's copy of
     the image's examples), opened and run all as it is: its `%%writefile train.py` writes beside it, mpirun and
     %%trainrun train, and no cell fails."""
-    container = start_lab(shm_size="1g")
-    url = lab_url(container, timeout=180)
+    container, base, token = open_lab(start_lab)
     name = "ml_platform_mpirun.ipynb"
     RESULTS_DIR.mkdir(exist_ok=True)
     screenshot = RESULTS_DIR / "lab-home-examples.png"
-    base, token = url.split("/lab?token=")
-    finished = subprocess.run(
-        [browser_tools, str(BROWSER_DIR / "run_notebook.js"), base, token, f"examples/notebooks/{name}",
-         "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:rank 1 of 2", str(screenshot)],
-        capture_output=True, text=True, timeout=900, cwd=BROWSER_DIR,
-        env={**os.environ, "BROWSER_TIMEOUT_MS": "600000"})
-    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
+    drive_chromium(browser_tools, container, "run_notebook.js", base, token, f"examples/notebooks/{name}",
+                   "%%trainrun mpi -np 2", r"\[1,1\]<stdout>:rank 1 of 2", str(screenshot))
     saved = requests.get(f"{base}/api/contents/examples/notebooks/{name}",
                          headers={"Authorization": f"token {token}"}).json()["content"]
     failed = {cell["id"]: cell["outputs"] for cell in saved["cells"] if cell["cell_type"] == "code"
@@ -105,21 +109,14 @@ print('rank', os.environ['RANK'], 'done')"""
 def test_a_ranks_line_shows_in_the_page_while_its_cell_still_runs(browser_tools, start_lab, tmp_path):
     import nbformat
 
-    container = start_lab(shm_size="1g")
-    url = lab_url(container, timeout=180)
+    container, base, token = open_lab(start_lab)
     notebook = tmp_path / "streaming.ipynb"
     nbformat.write(nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(STREAMING_CELL)],
                                             metadata={"kernelspec": {"name": "python3", "display_name": "Python 3",
                                                                      "language": "python"}}), notebook)
     copy_into(container, notebook, NOTEBOOK_DIR)
-    base, token = url.split("/lab?token=")
-    finished = subprocess.run(
-        [browser_tools, str(BROWSER_DIR / "stream_cell.js"), base, token, f"work/{notebook.name}", "%%trainrun mpi",
-         r"\[1,1\]<stdout>:streamed from rank 1"],
-        capture_output=True, text=True, timeout=600, cwd=BROWSER_DIR,
-        env={**os.environ, "BROWSER_TIMEOUT_MS": "300000"})
-    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
-    page = json.loads(finished.stdout.strip().splitlines()[-1])
+    page = drive_chromium(browser_tools, container, "stream_cell.js", base, token, f"work/{notebook.name}",
+                          "%%trainrun mpi", r"\[1,1\]<stdout>:streamed from rank 1", timeout=600)
     # The line was in the page while the ranks slept, before the cell ended.
     assert page["seen_while_running"], page
     assert "done" not in page["output_when_seen"], page
