@@ -1,6 +1,6 @@
-"""Marks every test with its tier (unit, integration, image) from the folder it lives in, and moves
-tests marked `untags_image` (they remove the built image's tags for a while) to the end of the run.
-Also the one golden-file fixture every tier uses."""
+"""Marks every test with its tier (unit, integration, image) from the folder it lives in, skips the tests marked
+`long` unless TRAINSTACK_LONG=1 (`invoke test --long`), and moves tests marked `untags_image` (they remove the
+built image's tags for a while) to the end of the run. Also the one golden-file fixture every tier uses."""
 import os
 from pathlib import Path
 from typing import Callable
@@ -17,6 +17,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         tier = Path(item.fspath).relative_to(Path(__file__).parent).parts[0]
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
+        if item.get_closest_marker("long") and os.environ.get("TRAINSTACK_LONG") != "1":
+            item.add_marker(pytest.mark.skip(reason="a long image test: `invoke test --long` runs it"))
     items.sort(key=lambda item: item.get_closest_marker("untags_image") is not None)
 
 

@@ -3,7 +3,7 @@ starting ranks named on the command line; each rank prints `stream-probe first <
 flush, as users write it), sleeps, prints `stream-probe second ...`. Prints `stream-delays: ` and a JSON object:
 per way, for every first line, its delay (when the kernel's stream message carrying it arrived here, minus the time
 in the line) and how long before the cell's end it arrived (tests/support/notebook_streaming.py reads it). Used by
-tests/integration and tests/image test_notebook_streaming.py."""
+tests/integration/test_notebook_streaming.py and tests/image/test_notebook_streaming_in_image.py."""
 import json
 import os
 import re
