@@ -12,7 +12,7 @@ from .errors import UsageError
 from .job import MpiJob, SparkJob, TorchJob
 from .machine import detect_machine
 from .payload import pickle_payload
-from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, RunOptions
+from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, Plan, RunOptions
 from .program import Program
 from .runner import run_plan
 from .validate import timeout as checked_timeout
@@ -60,14 +60,17 @@ def run(main: Callable[..., Any] | str, *args: Any, backend: str = "torch", num_
 
 
 def run_in_job(job: MpiJob | TorchJob | SparkJob, backend: str, main: Callable[..., Any], args: tuple = (),
-               kwargs: Mapping[str, Any] | None = None) -> Any:
+               kwargs: Mapping[str, Any] | None = None, before_run: Callable[[Plan], None] | None = None) -> Any:
     """Run `main(*args, **kwargs)` as the program of `job`, a job of `backend` built from trainrun's own options
     (as `%%trainrun` builds it, with its timeouts and output options in job.run), and return rank 0's return
-    value; raises as `run` does."""
+    value; raises as `run` does. `before_run` gets the plan that runs, before it starts (the magic prints what the
+    CLI says before a job)."""
     with tempfile.TemporaryDirectory(prefix="trainrun-api-") as workdir:
         result_path = os.path.join(workdir, "result.pkl")
         program = _program(main, args, dict(kwargs or {}), workdir, result_path)
         plan = plan_job(dataclasses.replace(job, program=program), detect_machine(backend))
+        if before_run is not None:
+            before_run(plan)
         run_plan(plan, owned_dirs=(workdir,))
         return _rank_0_result(program, result_path)
 

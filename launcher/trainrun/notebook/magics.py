@@ -12,11 +12,9 @@ from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 
-from ..backends import plan_job
 from ..cli import announcement, build_parser, dry_run, job_from_args
 from ..errors import TrainrunError
 from ..job import MpiJob, SparkJob, TorchJob
-from ..machine import detect_machine
 from .cell import CELL_FILENAME, compile_cell, run_cell
 from .errors import CellError
 from .session import NotebookSpark, pool_master
@@ -119,9 +117,9 @@ class TrainrunMagics(Magics):
             if args.dry_run:
                 sys.stdout.write(dry_run(args, job))
                 return None
-            # What the CLI says before a job (such as the master Spark runs on), from the plan run_in_job makes.
-            sys.stderr.write(announcement(plan_job(job, detect_machine(args.backend))))
-            return run_in_job(job, args.backend, run_cell, (cell, pushed))
+            # What the CLI says before a job (such as the master Spark runs on), from the plan that runs.
+            return run_in_job(job, args.backend, run_cell, (cell, pushed),
+                              before_run=lambda plan: sys.stderr.write(announcement(plan)))
         except TrainrunError as exc:  # a failed job (JobFailed) or bad input: one line, as the CLI prints it
             raise CellError(f"trainrun: {exc}") from None
 
