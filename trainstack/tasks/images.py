@@ -224,13 +224,14 @@ GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks
     "pytest-args": "extra pytest arguments",
     "gpu-build": "instead: build a GPU image and run the GPU_BUILD_TESTS in it (too long for CI)",
     "gpu-flavor": "the flavor --gpu-build builds and tests: gpu (default) or gpu-cu13",
-    "upstream": "instead: Horovod's own suites (tests/upstream) in the cpu image, MPI and Gloo (~25 min)",
+    "upstream": "instead: Horovod's own suites (tests/upstream) in the cpu image, MPI and Gloo, and PySpark's "
+                "distributor suites with the classes Spark's CI skips as slow (~32 min)",
     "long": "instead: the image tests marked `long`, which CI's run leaves out (minutes each)",
 })
 @reports_errors
 def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstream=False, long=False):
-    """Run the tests (one tier, or all); --upstream: Horovod's own suites in the cpu image instead; --long: the
-    long image tests instead."""
+    """Run the tests (one tier, or all); --upstream: Horovod's and PySpark's own suites in the cpu image instead;
+    --long: the long image tests instead."""
     if tier is not None and tier not in TEST_TIERS:
         raise bad_value("--tier", tier, "is not a test tier", ", ".join(TEST_TIERS))
     if long:
@@ -238,7 +239,8 @@ def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstre
               pty=sys.stdout.isatty())
         return
     if upstream:
-        c.run(f"{sys.executable} -m pytest tests/image/test_upstream_horovod.py {pytest_args}",
+        c.run(f"{sys.executable} -m pytest tests/image/test_upstream_horovod.py tests/image/test_upstream_pyspark.py "
+              f"{pytest_args}",
               env={"TRAINSTACK_UPSTREAM": "1"}, pty=sys.stdout.isatty())
         return
     if gpu_build:
