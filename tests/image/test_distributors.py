@@ -32,6 +32,13 @@ def test_torch_distributor_on_barrier_tasks_returns_rank_0s_value(in_image):
     assert result["returned"] == [0], result["output"][-3000:]
 
 
+def test_a_training_script_that_fails_raises_as_a_function_does(in_image):
+    """Unpatched, the torchrun wrapper ended 0 whatever torchrun did, so run("train.py") returned None when every
+    rank exited 3."""
+    result = run_case(in_image, "torch-failing-script")
+    assert result["raised"] is not None and "failed with return code" in result["raised"], result
+
+
 def test_deepspeed_distributor_returns_rank_0s_value(in_image):
     if not has_deepspeed(in_image):
         pytest.skip("DeepSpeed is not in this image")

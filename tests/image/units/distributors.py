@@ -1,8 +1,10 @@
 """PySpark's distributors return rank 0's value, as PySpark documents (pyspark-4.3.0-distributor-rank0-output.patch),
 and refuse GPUs they cannot have in one line (pyspark-4.3.0-distributor-whole-gpus.patch); DeepspeedTorchDistributor
-checks its config on the driver (pyspark-4.3.0-deepspeed-config-check.patch).
+checks its config on the driver (pyspark-4.3.0-deepspeed-config-check.patch); a training script that fails raises
+(pyspark-4.3.0-script-exit-status.patch).
 
-    python distributors.py torch-local | torch-barrier | deepspeed-local | deepspeed-gpu-refusals | deepspeed-bad-config
+    python distributors.py torch-local | torch-barrier | torch-failing-script | deepspeed-local |
+                           deepspeed-gpu-refusals | deepspeed-bad-config
 
 Each run prints one JSON line. The training function returns its rank; every rank but 0 ends last, so a distributor
 that kept the last writer's value would return another rank's.
@@ -67,6 +69,17 @@ def main(case: str) -> dict:
         builder.getOrCreate()
         return {"returned": [TorchDistributor(num_processes=2, local_mode=False, use_gpu=False)
                              .run(rank_of_this_process)]}
+    if case == "torch-failing-script":
+        import tempfile
+
+        builder.getOrCreate()
+        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as script:
+            script.write("import sys\nprint('the script fails', flush=True)\nsys.exit(3)\n")
+        try:
+            returned = TorchDistributor(num_processes=2, local_mode=True, use_gpu=False).run(script.name)
+        except RuntimeError as error:
+            return {"raised": str(error).splitlines()[0]}
+        return {"raised": None, "returned": returned}
 
     from pyspark.ml.deepspeed.deepspeed_distributor import DeepspeedTorchDistributor
 
