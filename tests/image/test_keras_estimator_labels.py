@@ -7,6 +7,10 @@ import pytest
 
 SUMMARY = "keras-sparse-labels "
 
+# ./dev test (CI) leaves these out to stay under an hour; `invoke test --long` runs them (about 2 minutes;
+# test_estimator_predictions fits the KerasEstimator in CI).
+pytestmark = pytest.mark.long
+
 
 @pytest.fixture(scope="module", params=["3", "2"], ids=["keras3", "keras2"])
 def sparse_labels_run(request, in_image, image_flavor) -> dict:

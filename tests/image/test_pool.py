@@ -31,6 +31,10 @@ from trainstack.clusters.pool.specs import driver_kwargs
 from trainstack.docker_client import run_container
 from trainstack.image.workflows import summary
 
+# ./dev test (CI) leaves these out to stay under an hour; `invoke test --long` runs them (about 6 minutes: the
+# pool up, 8 tests, down).
+pytestmark = pytest.mark.long
+
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240
 # Fail at the first lost task instead of retrying it or the barrier stage on what is left.

@@ -9,6 +9,9 @@ import pytest
 
 from trainstack.image.publish import push_flavor
 
+# ./dev test (CI) leaves these out to stay under an hour; `invoke test --long` runs them (about 1.5 minutes).
+pytestmark = pytest.mark.long
+
 
 def _free_port() -> int:
     with socket.socket() as sock:

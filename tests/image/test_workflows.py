@@ -5,7 +5,13 @@ from workflow_checks import checkpoint_writers
 from trainstack.image.workflows import WORKFLOWS, summary
 
 
-@pytest.mark.parametrize("workflow", WORKFLOWS, ids=[w.name for w in WORKFLOWS])
+# The horovod.spark estimators' workflows (about 2.5 minutes together) run under `invoke test --long`; in CI,
+# test_estimator_predictions fits and transforms both estimators.
+LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy")
+
+
+@pytest.mark.parametrize("workflow", [
+    pytest.param(w, id=w.name, marks=[pytest.mark.long] if w.name in LONG_WORKFLOWS else []) for w in WORKFLOWS])
 def test_workflow_learns_with_every_rank(in_image, workflow):
     output = in_image.run(workflow.command, timeout=600)
     result = summary(output)
