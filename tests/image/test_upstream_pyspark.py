@@ -14,7 +14,6 @@ Two runs:
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import xml.etree.ElementTree as ElementTree
@@ -22,11 +21,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_upstream_horovod import copy_test_packages
+# The pytest packages mounted into the container and results.json's record, shared with Horovod's suites.
+from test_upstream_horovod import packages_dir, recorded_results  # noqa: F401 (fixtures)
 
 UPSTREAM = Path(__file__).parents[1] / "upstream"
 EXPECTED = UPSTREAM / "pyspark-expected-failures.yaml"
-RESULTS = UPSTREAM / "results.json"
 # The modules pyspark_suites.py runs (pyspark/ml/... in pyspark.zip), by the name junit gives their classes.
 SUITES = {
     "test_distributor.py": "pyspark.ml.torch.tests.test_distributor",
@@ -62,18 +61,6 @@ def outcomes(out: Path) -> dict[str, dict[str, str]]:
         outcome = "failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds else "passed"
         results[modules[module]][f"{test_class}::{case.get('name')}"] = outcome
     return results
-
-
-@pytest.fixture(scope="module")
-def packages_dir(tmp_path_factory) -> Path:
-    return copy_test_packages(tmp_path_factory.mktemp("test-packages"))
-
-
-@pytest.fixture(scope="module")
-def recorded_results():
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    yield results
-    RESULTS.write_text(json.dumps(dict(sorted(results.items())), indent=2) + "\n")
 
 
 @pytest.mark.parametrize("run", [
