@@ -11,7 +11,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import BinaryIO, TextIO
+from typing import BinaryIO, Callable, TextIO
 
 # A rank's process that outlives the launcher can hold the pipe open; trainrun does not wait for it.
 DRAIN_SECONDS = 2.0
@@ -102,6 +102,16 @@ class RankEndBanners:
         return held
 
 
+def start_in_callers_context(target: Callable[..., None], *args: object) -> threading.Thread:
+    """A daemon thread running `target(*args)` in a copy of the caller's context variables. In a notebook kernel,
+    ipykernel (7) files a stream's output under the parent message it finds in a context variable, which a new
+    thread does not inherit: so the thread's lines belong to the cell that started the job, not to whichever
+    message the kernel handled last."""
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(target, *args), daemon=True)
+    thread.start()
+    return thread
+
+
 def _copy_lines(source: BinaryIO, target: TextIO, timestamps: bool, tagged: bool, quiet: bool) -> None:
     """Copies each line as it arrives (a rank's line reaches a notebook cell while the job runs, not at its end),
     flushing after each line, whose pieces of unfinished tagged lines come last; `quiet` leaves out Open MPI's
@@ -142,15 +152,8 @@ class RelayedOutput:
 
     def start(self, proc: subprocess.Popen) -> None:
         for source, target in ((proc.stdout, sys.stdout), (proc.stderr, sys.stderr)):
-            # In the caller's context: ipykernel (7) keys a stream's output by the parent message it finds in a
-            # context variable, which a new thread does not inherit; this thread's lines then belong to the cell
-            # that started the job, not to whichever message the kernel handled last.
-            context = contextvars.copy_context()
-            thread = threading.Thread(target=context.run,
-                                      args=(_copy_lines, source, target, self.timestamps, self.tagged, self.quiet),
-                                      daemon=True)
-            thread.start()
-            self._threads.append(thread)
+            self._threads.append(start_in_callers_context(_copy_lines, source, target, self.timestamps, self.tagged,
+                                                          self.quiet))
 
     def drain(self) -> None:
         deadline = time.monotonic() + DRAIN_SECONDS

@@ -7,7 +7,6 @@ or believed. The server listens on loopback when every rank is on this host (loc
 """
 from __future__ import annotations
 
-import contextvars
 import hmac
 import secrets
 import socket
@@ -16,6 +15,7 @@ import threading
 import time
 from typing import Callable
 
+from ...output import start_in_callers_context
 from ...rank.status import JobStatus, RankExit
 
 CONTROL = "\x00trainrun-"
@@ -56,9 +56,7 @@ class OutputServer:
         self._on_failure = on_failure
         self._on_event = on_event
         self._lock = threading.Lock()
-        # Each thread in a copy of the caller's context: in a notebook kernel, the lines belong to the cell that
-        # started the job (ipykernel 7 files output under the parent message it finds in a context variable).
-        threading.Thread(target=contextvars.copy_context().run, args=(self._accept,), daemon=True).start()
+        start_in_callers_context(self._accept)  # in a notebook, the lines belong to the cell that started the job
 
     def _accept(self) -> None:
         while True:
@@ -66,7 +64,7 @@ class OutputServer:
                 conn, _ = self._sock.accept()
             except OSError:
                 return
-            threading.Thread(target=contextvars.copy_context().run, args=(self._read, conn), daemon=True).start()
+            start_in_callers_context(self._read, conn)
 
     def _authenticated(self, conn: socket.socket) -> bool:
         conn.settimeout(HANDSHAKE_SECONDS)
