@@ -151,6 +151,20 @@ def test_torch_distributor_trains_on_the_pool(docker_client, running_pool):
     assert result["accuracy"] >= 0.9, result
 
 
+def test_deepspeed_distributor_trains_on_the_pool(docker_client, running_pool):
+    """DeepspeedTorchDistributor(localMode=False), ZeRO-3, a function: two barrier tasks on the pool's executors."""
+    command = ["timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES_DIR}/deepspeed_distributor_mnist.py",
+               "--master", running_pool["master_url"]["network"]]
+    code, output = submit(docker_client, running_pool, command)
+    assert code == 0, output[-4000:]
+    result = summary(output)
+    assert (result["ranks"], result["zero_stage"]) == (2, 3), output[-4000:]
+    assert result["losses"][-1] < result["losses"][0] / 2, result
+    assert result["accuracy"] >= 0.9, result
+    assert result["checkpoint_loaded_back"], result
+    assert "distributor returned the summary of rank 0" in output, output[-4000:]
+
+
 # nbclient, as `jupyter execute` would, in the notebook container: the executed notebook on stdout.
 EXECUTE_NOTEBOOK = """
 import sys, nbclient, nbformat

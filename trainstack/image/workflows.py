@@ -66,6 +66,9 @@ WORKFLOWS = [
     Workflow("deepspeed-distributor-local", "PySpark DeepspeedTorchDistributor(localMode=True, deepspeedConfig=dict), "
              "ZeRO-3, a function",
              ["python", *_example("deepspeed_distributor_mnist.py", "--local-mode")]),
+    Workflow("deepspeed-distributor-local-cluster", "PySpark DeepspeedTorchDistributor(localMode=False), ZeRO-3, a "
+             "function, on local-cluster[2,1,1024]: each rank in its own executor",
+             ["python", *_example("deepspeed_distributor_mnist.py", "--master", "local-cluster[2,1,1024]")]),
     Workflow("deepspeed-distributor-script", "PySpark DeepspeedTorchDistributor(localMode=False, deepspeedConfig=path)"
              ".run(\"train.py\") on local[2], ZeRO-2",
              ["python", *_example("deepspeed_distributor_mnist.py", "--script", "--zero-stage", "2")]),
