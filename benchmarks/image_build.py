@@ -19,6 +19,7 @@ import json
 import os
 import platform
 import shutil
+import sys
 import threading
 import time
 from datetime import datetime, timezone
@@ -107,7 +108,7 @@ def _timed_build(flavor_name: str, no_cache: bool, touch_launcher: bool) -> tupl
     client = docker_client.connect()
     growth = PeakGrowth(client.info()["DockerRootDir"])
     started = time.monotonic()
-    image_id = run_build(client, context, no_cache, progress=lambda line: None)
+    image_id = run_build(client, context, no_cache, progress=lambda line: print(line, end="", file=sys.stderr))
     elapsed = time.monotonic() - started
     peaks = growth.stop()
     client.images.remove(image_id, noprune=True)

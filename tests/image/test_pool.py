@@ -31,8 +31,8 @@ from trainstack.clusters.pool.specs import driver_kwargs
 from trainstack.docker_client import run_container
 from trainstack.image.workflows import summary
 
-# ./dev test (CI) leaves these out to stay under an hour; `invoke test --long` runs them (about 6 minutes: the
-# pool up, 8 tests, down).
+# ./dev test (CI) leaves these out to stay under an hour; `invoke test --long` runs them (about 7 minutes: the
+# pool up, its jobs, down).
 pytestmark = pytest.mark.long
 
 UNITS_DIR = Path(__file__).parent / "units"

@@ -87,6 +87,7 @@ def test_cuda_12_build_tools_come_from_debian_trixie_packages_before_any_downloa
         " --components main non-free --home /opt/cuda-build/debian-cuda"
         " --cudart /opt/venv/lib/python3.11/site-packages/nvidia/cuda_runtime/lib/libcudart.so.12"
         " 'nvidia-cuda-toolkit=12.4.131~12.4.1-2' 'nvidia-cuda-dev=12.4.127~12.4.1-2' libcu++-dev=2.3.2-2"
+        " libthrust-dev=2.3.2-2 libcub-dev=2.3.2-2"
     )
     builder, _ = stages(render_dockerfile(matrix.flavor("gpu")))
     assert builder.index("debian_cuda_toolkit.py") < builder.index("pip install")
@@ -111,7 +112,7 @@ def test_debian_build_tools_need_mirror_suite_and_packages(matrix):
 def test_proxy_ca_reaches_the_cuda_build_tool_sources(matrix):
     sources = SourceOptions(ca_bundle=Path("/ca.pem"))
     builder, _ = stages(render_dockerfile(matrix.flavor("gpu"), sources))
-    assert "libcu++-dev=2.3.2-2 --ca-bundle /tmp/build-ca/ca-bundle.crt\n" in builder
+    assert "libcub-dev=2.3.2-2 --ca-bundle /tmp/build-ca/ca-bundle.crt\n" in builder
     builder, _ = stages(render_dockerfile(matrix.flavor("gpu", NVIDIA_APT), sources))
     assert "nvidia_apt_keyring.py --ca-bundle /tmp/build-ca/ca-bundle.crt" in builder
     assert "apt-get -o Acquire::https::CAInfo=/tmp/build-ca/ca-bundle.crt install" in builder
