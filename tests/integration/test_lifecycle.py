@@ -99,7 +99,8 @@ def test_spark_output_channel_refuses_connections_without_the_job_token(tmp_path
     finally:
         proc.kill()
     assert proc.returncode == 0, stderr[-3000:]
-    # The injected exit record (rank 0, code 42) reached nothing; a refused client's port may hold the digits 42.
+    # The injected exit record (rank 0, code 42) reached nothing. The driver's other listener, PySpark's
+    # accumulator server, refuses the client too, with a traceback naming its port (which may hold the digits 42).
     assert "INJECTED" not in stdout and "code 42" not in stderr, stderr[-3000:]
     assert "[rank 0] rank 0 up" in stdout and "[rank 1] rank 1 up" in stdout
 
