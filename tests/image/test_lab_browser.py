@@ -79,6 +79,7 @@ def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(brow
     assert screenshot.stat().st_size > 10_000
 
 
+@pytest.mark.long  # invoke test --long (40 s): CI's browser runs are the Synapse notebook's and the streaming one
 def test_the_home_examples_run_all_in_chromium_without_an_error(browser_tools, start_lab):
     """The example notebook where JupyterLab's file browser shows it, ~/examples/notebooks (the entrypoint's copy of
     the image's examples), opened and run all as it is: its `%%writefile train.py` writes beside it, mpirun and

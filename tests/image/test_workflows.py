@@ -7,7 +7,10 @@ from trainstack.image.workflows import WORKFLOWS, summary
 
 # The horovod.spark estimators' workflows (about 2.5 minutes together) run under `invoke test --long`; in CI,
 # test_estimator_predictions fits and transforms both estimators.
-LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy")
+# So do the Keras twins of Horovod rows that CI keeps (Keras 2 through tf_keras; plain mpirun, as trainrun's Keras row
+# trains it), to keep a fresh machine's CI under the hour.
+LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
+                  "horovod-keras-legacy", "horovod-keras-mpirun")
 
 
 @pytest.mark.parametrize("workflow", [
