@@ -15,6 +15,10 @@ from typing import BinaryIO, Callable, TextIO
 
 # A rank's process that outlives the launcher can hold the pipe open; trainrun does not wait for it.
 DRAIN_SECONDS = 2.0
+# Set for the ranks whose output trainrun relays: in a trainstack image, the site hook
+# images/site-packages/trainstack_line_buffered.py then writes each line in one piece, so that torchrun's local
+# ranks, which share one pipe, never tear each other's lines (Python elsewhere ignores it).
+LINE_BUFFERED = "TRAINRUN_LINE_BUFFERED"
 
 
 def stamped(line: bytes, now: float) -> bytes:

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop
-from .output import RelayedOutput, relay_needed
+from .output import LINE_BUFFERED, RelayedOutput, relay_needed
 from .plan import Plan
 from .proctree import JOB_ID, end_job_processes, job_temp_dirs
 from .rank.status import STATUS_DIR, read_status
@@ -108,8 +108,10 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
             env = {**os.environ, **plan.env, STATUS_DIR: status_dir, JOB_ID: job_id}
             if output:
                 # The ranks write to trainrun's pipe, which Python buffers by the 8 KiB block: a line would reach a
-                # notebook cell only when the block fills or the rank ends (a user's own setting stays).
+                # notebook cell only when the block fills or the rank ends (a user's own setting stays). Unbuffered,
+                # a line is written in pieces, which LINE_BUFFERED joins again where the image's hook reads it.
                 env.setdefault("PYTHONUNBUFFERED", "1")
+                env.setdefault(LINE_BUFFERED, "1")
             if plan.remote is not None:
                 # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
                 from .remote import check_hosts

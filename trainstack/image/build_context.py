@@ -7,7 +7,7 @@ from pathlib import Path
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
-    COMPILE_CACHE_FILES,
+    SITE_HOOK_FILES,
     IMAGES_DIR,
     absent_packages_data,
     ipython_config,
@@ -53,10 +53,10 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
 
 
 def _write_site_packages(flavor: Flavor, out_dir: Path) -> None:
-    """The site hooks with their .pth files, for the Dockerfile's COPY into site-packages: the compile cache check,
+    """The site hooks with their .pth files, for the Dockerfile's COPY into site-packages: those of every image,
     and the flavor's absent packages (the module and its data) where it lists any."""
     out_dir.mkdir()
-    for name in COMPILE_CACHE_FILES:
+    for name in SITE_HOOK_FILES:
         shutil.copyfile(IMAGES_DIR / "site-packages" / name, out_dir / name)
     if not flavor.absent:
         return

@@ -45,8 +45,10 @@ HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
 ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
-# The module that says, as torch.compile starts, that its caches are on a noexec mount, and its .pth, in every image.
-COMPILE_CACHE_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth")
+# The site hooks in every image, each a module and the .pth that imports it at startup: torch.compile says, as it
+# starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines.
+SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth",
+                   "trainstack_line_buffered.py", "trainstack-line-buffered.pth")
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
