@@ -3,6 +3,7 @@
 every torchrun process wrote the output file and the last writer won: rank 1), and GPUs a distributor cannot have
 are refused in one line naming the setting."""
 import json
+import re
 
 import pytest
 
@@ -25,6 +26,16 @@ def test_torch_distributor_in_local_mode_returns_rank_0s_value(in_image):
     result = run_case(in_image, "torch-local")
     assert result["returned"] == [0, 0], result["output"][-3000:]
     assert "rank 1 of 2 returns 1" in result["output"], result["output"][-3000:]
+
+
+def test_ranks_printing_at_once_keep_their_lines_whole(in_image):
+    """In local mode the ranks share the distributor's pipe; unbuffered (pyspark-4.3.0-unbuffered-ranks.patch), each
+    piece of a print was a write of its own, and two ranks' lines tore (images/site-packages/
+    trainstack_line_buffered.py joins them)."""
+    result = run_case(in_image, "torch-local-lines")
+    probes = [line for line in result["output"].splitlines() if "lines-probe" in line]
+    torn = [line for line in probes if not re.fullmatch(r"lines-probe rank [01] step \d+ loss 0\.25", line)]
+    assert (len(probes), torn[:5]) == (2 * result["lines_per_rank"], []), result["output"][-3000:]
 
 
 def test_torch_distributor_on_barrier_tasks_returns_rank_0s_value(in_image):

@@ -3,7 +3,7 @@ and refuse GPUs they cannot have in one line (pyspark-4.3.0-distributor-whole-gp
 checks its config on the driver (pyspark-4.3.0-deepspeed-config-check.patch); a training script that fails raises
 (pyspark-4.3.0-script-exit-status.patch).
 
-    python distributors.py torch-local | torch-barrier | torch-failing-script | deepspeed-local |
+    python distributors.py torch-local | torch-local-lines | torch-barrier | torch-failing-script | deepspeed-local |
                            deepspeed-gpu-refusals | deepspeed-bad-config
 
 Each run prints one JSON line. The training function returns its rank; every rank but 0 ends last, so a distributor
@@ -15,6 +15,7 @@ import sys
 from pyspark.sql import SparkSession
 
 SUMMARY = "distributors "
+LINES_PER_RANK = 500
 
 
 def rank_of_this_process(pause: float = 2.0) -> int:
@@ -30,6 +31,19 @@ def rank_of_this_process(pause: float = 2.0) -> int:
         time.sleep(pause)  # rank 0 writes first; any other writer would come after it
     dist.destroy_process_group()
     print(f"rank {rank} of {os.environ['WORLD_SIZE']} returns {rank}", flush=True)
+    return rank
+
+
+def print_lines_at_once() -> int:
+    """Both ranks print, from the same moment, LINES_PER_RANK lines of several pieces each, as users print."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    rank = dist.get_rank()
+    dist.barrier()
+    for step in range(LINES_PER_RANK):
+        print("lines-probe rank", rank, "step", step, "loss", 0.25)
+    dist.destroy_process_group()
     return rank
 
 
@@ -65,6 +79,10 @@ def main(case: str) -> dict:
         builder.getOrCreate()
         return {"returned": [TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
                              .run(rank_of_this_process) for _ in range(2)]}
+    if case == "torch-local-lines":
+        builder.getOrCreate()
+        return {"returned": TorchDistributor(num_processes=2, local_mode=True, use_gpu=False)
+                .run(print_lines_at_once), "lines_per_rank": LINES_PER_RANK}
     if case == "torch-barrier":
         builder.getOrCreate()
         return {"returned": [TorchDistributor(num_processes=2, local_mode=False, use_gpu=False)
