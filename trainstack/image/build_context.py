@@ -7,8 +7,8 @@ from pathlib import Path
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
-    SITE_HOOK_FILES,
     IMAGES_DIR,
+    SITE_HOOK_FILES,
     absent_packages_data,
     ipython_config,
     lab_settings_overrides,

@@ -1,7 +1,8 @@
 """The image's site hook for whole lines (images/site-packages/trainstack_line_buffered.py): two unbuffered Pythons
 printing at once into one pipe, as torchrun's local ranks do under trainrun and the patched TorchDistributor, tear
-each other's lines; with TRAINRUN_LINE_BUFFERED=1 every line arrives whole. In the image:
-tests/image/test_notebook_streaming_in_image.py."""
+each other's lines; with TRAINRUN_LINE_BUFFERED=1 every line arrives whole. In the image, under TorchDistributor:
+tests/image/test_distributors.py."""
+import importlib.util
 import os
 import re
 import subprocess
@@ -9,7 +10,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
 from trainrun.output import LINE_BUFFERED
 
 SITE_PACKAGES = Path(__file__).resolve().parents[3] / "images" / "site-packages"
@@ -58,14 +58,9 @@ def test_without_the_variable_python_is_left_as_it_was():
         assert output.strip() == expected, (flags, env)
 
 
-@pytest.mark.parametrize("reader", ["trainrun", "the PySpark patch"])
-def test_the_launchers_set_the_variable_the_hook_reads(reader):
-    sys.path.insert(0, str(SITE_PACKAGES))
-    try:
-        import trainstack_line_buffered as hook
-    finally:
-        sys.path.remove(str(SITE_PACKAGES))
-    if reader == "trainrun":
-        assert LINE_BUFFERED == hook.LINE_BUFFERED
-    else:
-        assert f'"{hook.LINE_BUFFERED}": "1"' in PATCH.read_text()
+def test_trainrun_and_the_pyspark_patch_set_the_variable_the_hook_reads():
+    spec = importlib.util.spec_from_file_location("hook", SITE_PACKAGES / "trainstack_line_buffered.py")
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    assert LINE_BUFFERED == hook.LINE_BUFFERED
+    assert f'"{hook.LINE_BUFFERED}": "1"' in PATCH.read_text()
