@@ -54,6 +54,15 @@ def test_torch_runs_a_ddp_step(in_image):
     assert "ddp rank 0/2 local_rank 0 in sync" in output and "ddp rank 1/2 local_rank 1 in sync" in output
 
 
+def test_exit_hook_finds_the_gloo_workers_of_the_images_torch(in_image):
+    # The hook (images/site-packages/trainstack_gloo_exit.py) knows Gloo's worker threads by name; a torch that
+    # renamed them would leave every rank exposed to the exit abort again, silently.
+    output = in_image.run(["python", "/units/gloo_exit_hook.py"], env=JOB_ENV)
+    workers = int(re.search(r"gloo workers (\d+)", output).group(1))
+    waited = float(re.search(r"waited ([0-9.]+) s", output).group(1))
+    assert workers >= 1 and waited < 1.0, output
+
+
 def test_spark_runs_horovod_ranks_on_a_local_spark(in_image):
     output = in_image.run(["trainrun", *JOBS["spark"][:-1], "--framework", "horovod", "--",
                            "/units/hvd_allreduce_torch.py"], env=JOB_ENV)

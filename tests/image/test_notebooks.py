@@ -3,6 +3,7 @@ the image's user; their saved outputs show the model learned on both ranks and r
 from __future__ import annotations
 
 import pytest
+from fault_harness import once_more_after_gloo_abort
 from notebook_checks import NOTEBOOKS, check_trainings, executed_notebook
 
 from trainrun.image_contract import EXAMPLES_DIR, IMAGE_HOME, IMAGE_USER
@@ -13,8 +14,9 @@ pytestmark = pytest.mark.timeout(1200)
 
 def execute(in_image, name: str) -> dict:
     """Runs the image's copy of the notebook in a folder of the image user's own; returns the executed notebook."""
-    status, output = in_image.run_status(["python", "/units/run_notebook.py", f"{EXAMPLES_DIR}/notebooks/{name}.ipynb",
-                                          f"/tmp/notebooks/{name}", "900"], timeout=1100)
+    command = ["python", "/units/run_notebook.py", f"{EXAMPLES_DIR}/notebooks/{name}.ipynb", f"/tmp/notebooks/{name}",
+               "900"]
+    status, output = once_more_after_gloo_abort(lambda: in_image.run_status(command, timeout=1100), name)
     return executed_notebook(status, output)
 
 

@@ -20,12 +20,14 @@ from trainrun.proctree import JOB_ID
 
 MARK = "TRAINSTACK_TEST_MARK"
 
-# PyTorch's Gloo backend now and then aborts a rank as the process exits, after the job has done its work:
-# DDP keeps the process group, with its Gloo threads and sockets, alive past destroy_process_group
-# (upstream; measured: the group keeps 10 of DDP's 11 references after `del model`, and its threads run
-# on), and a peer closing its sockets during that exit ends in std::terminate. Seen in about 1 of 60 DDP
-# jobs under load, never in 114 runs on demand. A run that fails with this message runs once more, with a
-# warning in the report; any other failure fails at once.
+# PyTorch's Gloo backend now and then aborts a rank as the process exits, after the job has done its work: a Gloo
+# worker thread lets go of a finished collective's tensors while Python finalizes, takes the GIL to do so, and is
+# ended by pthread_exit through noexcept C++ frames (upstream: pytorch/pytorch#117762, #190489; a gdb backtrace
+# in the image showed ProcessGroupGloo::runLoop -> PyEval_AcquireThread -> pthread_exit while the main thread was
+# in Py_FinalizeEx). The image's site hook, images/site-packages/trainstack_gloo_exit.py, prevents it
+# (benchmarks/gloo_exit.py measures it); host Pythons, which lack the hook, can still meet it (about 1 in 60 DDP
+# jobs under load, measured earlier). A run that fails with this message runs once more, with a warning in the
+# report, which in the image says the hook missed; any other failure fails at once.
 GLOO_EXIT_ABORT = "terminate called without an active exception"
 
 

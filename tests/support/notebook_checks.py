@@ -66,12 +66,22 @@ def shown(cell: dict) -> str:
     return "".join(parts)
 
 
+# A JVM stack frame, or the count of frames it left out, in the message of an error Spark raised through Py4J.
+JVM_FRAME = re.compile(r"^\s*(at |\.\.\. \d+ more)")
+
+
+def failure_shown(cell: dict) -> str:
+    """A failed cell as a failing test reports it: what it showed, less the JVM's frames, which would push the
+    ranks' output and Python's own traceback out of the report."""
+    return "\n".join(line for line in shown(cell).splitlines() if not JVM_FRAME.match(line))
+
+
 def executed_notebook(status: int, output: str) -> dict:
     """The notebook run_notebook.py printed, asserting it ran with no cell failing."""
     saved = [line for line in output.splitlines() if line.startswith(MARKER)]
     assert saved, f"exit {status}, no executed notebook; output:\n{output[-4000:]}"
     notebook = json.loads(saved[-1][len(MARKER):])
-    errors = {cell["id"]: shown(cell)[-3000:] for cell in notebook["cells"]
+    errors = {cell["id"]: failure_shown(cell)[-6000:] for cell in notebook["cells"]
               if any(o["output_type"] == "error" for o in cell.get("outputs", []))}
     assert status == 0 and not errors, f"exit {status}; cells that failed: {errors}\n{output[-3000:]}"
     return notebook

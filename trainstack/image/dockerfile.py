@@ -46,9 +46,11 @@ HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
 ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
 # The site hooks in every image, each a module and the .pth that imports it at startup: torch.compile says, as it
-# starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines.
+# starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines; a rank that used
+# Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit.
 SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth",
-                   "trainstack_line_buffered.py", "trainstack-line-buffered.pth")
+                   "trainstack_line_buffered.py", "trainstack-line-buffered.pth",
+                   "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth")
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
