@@ -14,6 +14,7 @@ import psutil
 import pytest
 from fault_harness import MARK
 from launch_helpers import leftover_processes, requires
+from polling import wait_until
 
 jupyter_client = pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
@@ -104,15 +105,6 @@ def kernel(tmp_path, mark):
 
 def job_processes(mark: str, kernel: Kernel) -> list[str]:
     return [line for line in leftover_processes(mark) if int(line.split()[0]) != kernel.pid]
-
-
-def wait_until(condition, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
 
 
 @pytest.mark.parametrize("way", [pytest.param(way, marks=NEEDS[way]) for way in CELLS])

@@ -7,23 +7,13 @@ import importlib.util
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
+from polling import wait_until
 
 SITE_PACKAGES = Path(__file__).resolve().parents[3] / "images" / "site-packages"
 PR_SET_NAME = 15
-
-
-def eventually(condition, seconds: float = 10.0) -> bool:
-    """Whether `condition()` holds within `seconds` (threads are scheduled late on a loaded machine)."""
-    deadline = time.monotonic() + seconds
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +37,12 @@ def test_it_reads_the_state_of_the_threads_named_as_gloo_names_its_workers(hook)
         thread.start()
     try:
         named.wait(5)
-        assert eventually(lambda: hook.gloo_worker_states() == ["S", "S"])  # both asleep on `stop`
+        assert wait_until(lambda: hook.gloo_worker_states() == ["S", "S"], 10)  # both asleep on `stop`
     finally:
         stop.set()
         for thread in threads:
             thread.join()
-    assert eventually(lambda: hook.gloo_worker_states() == [])  # the threads have left the kernel's list too
+    assert wait_until(lambda: hook.gloo_worker_states() == [], 10)  # the threads have left the kernel's list too
 
 
 def test_a_thread_name_with_spaces_and_parentheses_is_read_whole(hook, tmp_path):

@@ -10,6 +10,7 @@ import time
 
 import cloudpickle
 import pytest
+from polling import wait_until
 
 from trainrun.machine import detect_mpi_flavor
 from trainrun.proctree import alive
@@ -125,24 +126,17 @@ def test_sigterm_to_the_entry_reaches_the_program_and_it_dies_with_the_entry(tmp
                       "time.sleep(60)\n" % str(tmp_path / "program.pid"))
     env = {**os.environ, STATUS_DIR: str(tmp_path), "RANK": "0"}
     entry_proc = subprocess.Popen([sys.executable, "-m", "trainrun.rank", str(script)], env=env)
-    wait_for(lambda: (tmp_path / "program.pid").exists())
+    assert wait_until(lambda: (tmp_path / "program.pid").exists(), 30)
     entry_proc.send_signal(signal.SIGTERM)
     assert entry_proc.wait(timeout=30) == 5
     assert first_failure(str(tmp_path)).exit_code == 5
     (tmp_path / "program.pid").unlink()
     entry_proc = subprocess.Popen([sys.executable, "-m", "trainrun.rank", str(script)], env=env)
-    wait_for(lambda: (tmp_path / "program.pid").exists())
+    assert wait_until(lambda: (tmp_path / "program.pid").exists(), 30)
     program = int((tmp_path / "program.pid").read_text())
     entry_proc.kill()
     entry_proc.wait(timeout=30)
-    wait_for(lambda: not alive(program))
-
-
-def wait_for(condition, seconds: float = 30) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "timed out"
-        time.sleep(0.05)
+    assert wait_until(lambda: not alive(program), 30)
 
 
 @pytest.mark.parametrize("rank_id,writes", [("0", True), ("1", False)])

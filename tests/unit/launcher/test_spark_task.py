@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import socket
-import time
 
 import pytest
+from polling import wait_until
 
 from trainrun.backends.spark.driver import parse_args
 from trainrun.backends.spark.output import EXIT, OutputClient, OutputServer, is_local_master, new_token
@@ -69,12 +69,6 @@ def test_rank_args_are_read_back_by_their_one_parser(program) -> None:
     assert program_from_rank_args(program.rank_args()) == program
 
 
-def wait_until(condition, seconds: float = 5) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition() and time.monotonic() < deadline:
-        time.sleep(0.01)
-
-
 def test_output_server_prints_lines_and_reports_first_failure(capsys) -> None:
     failures, events = [], []
     server = OutputServer("127.0.0.1", failures.append, on_event=lambda *event: events.append(event))
@@ -85,7 +79,7 @@ def test_output_server_prints_lines_and_reports_first_failure(capsys) -> None:
             client.send_line(f"[rank {rank}] hello\n")
             client.send_exit(rank, code, sig)
             client.close()
-            wait_until(lambda: rank in server.status().exits)
+            wait_until(lambda: rank in server.status().exits, 5)
     finally:
         server.close()
     assert [(f.rank, f.exit_code, f.signal) for f in failures] == [(1, 3, None)]
@@ -109,13 +103,13 @@ def test_output_server_believes_nothing_from_a_connection_without_the_token(caps
                     sock.recv(1)  # the server closes the connection
                 except OSError:
                     pass  # it closed it before we were done (EPIPE, ECONNRESET, ENOTCONN)
-        wait_until(lambda: server.refused == 4)
+        wait_until(lambda: server.refused == 4, 5)
         assert server.refused == 4
         good = OutputClient(server.address, server.token)
         good.send_line("[rank 1] real\n")
         good.send_exit(1, 0)
         good.close()
-        wait_until(lambda: 1 in server.status().exits)
+        wait_until(lambda: 1 in server.status().exits, 5)
     finally:
         server.close()
     assert failures == [] and server.failure is None and list(server.status().exits) == [1]
