@@ -7,8 +7,8 @@ Meanwhile a second container keeps every core busy: the abort needs a rank's Glo
 the wrong moment, which a loaded machine (CI's, a shared node) makes common. The checkout's hook is mounted over
 the image's, so the hook measured is the one in this tree. Per arm it counts the jobs that failed, how many of
 them aborted ("terminate called without an active exception"), and the median wall time of a job, which shows
-the hook's cost. --faulthandler runs the ranks with PYTHONFAULTHANDLER=1, as many training setups do, which
-makes the abort several times more frequent. Each setting is a row of the results file.
+the hook's cost. --faulthandler runs the ranks with PYTHONFAULTHANDLER=1, as many training setups do (the abort
+was first caught with it). Each setting is a row of the results file.
 
     python benchmarks/gloo_exit.py [--image trainstack:cpu] [--jobs 100] [--faulthandler]
                                    [--out benchmarks/results/gloo_exit.json]
