@@ -4,7 +4,6 @@ import tempfile
 
 import torch
 import torch.distributed as dist
-
 import trainstack_gloo_exit
 
 with tempfile.TemporaryDirectory() as store:

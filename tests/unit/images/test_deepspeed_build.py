@@ -1,9 +1,9 @@
 """DeepSpeed in the images: the matrix's pins and rules, the builder's install of it with its prebuilt ops, and the
 pure parts of the build's check of those ops."""
 import dataclasses
-import importlib.util
 
 import pytest
+from file_modules import load_file_module
 
 from trainstack.image.cuda_build import cuda_build
 from trainstack.image.deepspeed_build import OP_BUILD_VARS, deepspeed_build
@@ -133,10 +133,7 @@ def test_jit_built_ops_go_to_a_folder_any_user_can_write(matrix):
 
 
 def load_check_script():
-    spec = importlib.util.spec_from_file_location("check_deepspeed_ops", REPO_ROOT / "images/scripts/check_deepspeed_ops.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(REPO_ROOT / "images/scripts/check_deepspeed_ops.py")
 
 
 def test_check_reads_torch_cuda_arch_list_entries():

@@ -3,13 +3,13 @@ process's Gloo worker threads by name in /proc and waits, with the GIL released,
 polls in a row. The abort itself, and the hook's effect on it, are measured in the image by
 benchmarks/gloo_exit.py: the abort needs a loaded machine and comes in some jobs, not in a test's few."""
 import ctypes
-import importlib.util
 import subprocess
 import sys
 import threading
 from pathlib import Path
 
 import pytest
+from file_modules import load_file_module
 from polling import wait_until
 
 SITE_PACKAGES = Path(__file__).resolve().parents[3] / "images" / "site-packages"
@@ -18,10 +18,7 @@ PR_SET_NAME = 15
 
 @pytest.fixture(scope="module")
 def hook():
-    spec = importlib.util.spec_from_file_location("gloo_exit_hook", SITE_PACKAGES / "trainstack_gloo_exit.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(SITE_PACKAGES / "trainstack_gloo_exit.py")
 
 
 def test_it_reads_the_state_of_the_threads_named_as_gloo_names_its_workers(hook):

@@ -1,10 +1,10 @@
 """The pure parts of images/scripts, which run inside the image at build time."""
-import importlib.util
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from file_modules import load_file_module
 
 from trainstack.image.matrix import REPO_ROOT
 
@@ -16,10 +16,7 @@ CUDNN_OPS = "/opt/venv/lib/python3.11/site-packages/nvidia/cudnn/lib/libcudnn_op
 
 
 def load_script(name: str):
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(SCRIPTS / f"{name}.py")
 
 
 @pytest.fixture(scope="module")

@@ -2,13 +2,14 @@
 printing at once into one pipe, as torchrun's local ranks do under trainrun and the patched TorchDistributor, tear
 each other's lines; with TRAINRUN_LINE_BUFFERED=1 every line arrives whole. In the image, under TorchDistributor:
 tests/image/test_distributors.py."""
-import importlib.util
 import os
 import re
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from file_modules import load_file_module
 
 from trainrun.output import LINE_BUFFERED
 
@@ -59,8 +60,6 @@ def test_without_the_variable_python_is_left_as_it_was():
 
 
 def test_trainrun_and_the_pyspark_patch_set_the_variable_the_hook_reads():
-    spec = importlib.util.spec_from_file_location("hook", SITE_PACKAGES / "trainstack_line_buffered.py")
-    hook = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(hook)
+    hook = load_file_module(SITE_PACKAGES / "trainstack_line_buffered.py")
     assert LINE_BUFFERED == hook.LINE_BUFFERED
     assert f'"{hook.LINE_BUFFERED}": "1"' in PATCH.read_text()

@@ -1,12 +1,12 @@
 """The SBOM: made in the image by images/scripts/write_sbom.py from fixture inputs (dpkg's status file and a
 `pip list --format json` listing), and checked on the host against what the image holds."""
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from file_modules import load_file_module
 
 from trainstack.errors import TrainstackError
 from trainstack.image.manifest import parse_constraints
@@ -22,10 +22,7 @@ WRITE_SBOM = REPO_ROOT / "images" / "scripts" / "write_sbom.py"
 
 @pytest.fixture(scope="module")
 def write_sbom():
-    spec = importlib.util.spec_from_file_location("write_sbom", WRITE_SBOM)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module(WRITE_SBOM)
 
 
 @pytest.fixture(scope="module")
