@@ -45,12 +45,12 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fault_harness import BACKEND_SCENARIOS, BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
+from in_image import result_from_image  # noqa: E402
 
 TARGET_SECONDS = 30.0
 BACKENDS = ("torch", "mpi", "gloo", "spark", "deepspeed")
@@ -95,20 +95,8 @@ def row(backend: str, scenario: str) -> dict:
 
 def rows_in_image(image: str, backends: list[str], scenarios: list[str]) -> tuple[dict[str, dict], dict[str, str]]:
     """Runs this script in a throwaway container of `image`; returns its rows and skipped backends."""
-    from trainstack import docker_client
-
-    with tempfile.TemporaryDirectory(prefix="trainrun-faults-image-") as out_dir:
-        os.chmod(out_dir, 0o777)  # the image's user writes the report
-        command = ["python", "/src/benchmarks/faults.py", "--label", image, "--out", "/out/faults.json",
-                   "--backends", *backends, "--scenarios", *scenarios]
-        create: dict[str, Any] = {"image": image, "command": command, "volumes": {
-            str(ROOT): {"bind": "/src", "mode": "ro"}, out_dir: {"bind": "/out", "mode": "rw"}}}
-        status, output = docker_client.run_container(docker_client.connect(), create, timeout=3600)
-        report_path = Path(out_dir) / "faults.json"
-        if not report_path.exists():
-            raise SystemExit(f"faults.py in {image} exited {status} without a report:\n{output[-3000:]}")
-        print(output, end="")
-        report = json.loads(report_path.read_text())
+    report = result_from_image(image, "faults.py", ["--label", image, "--backends", *backends,
+                                                    "--scenarios", *scenarios], timeout=3600)
     return report["results"], report["skipped_backends"]
 
 

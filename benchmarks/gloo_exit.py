@@ -22,9 +22,10 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from in_image import result_from_image
 
 ROOT = Path(__file__).resolve().parents[1]
 HOOK_FILES = ("trainstack_gloo_exit.py", "trainstack-gloo-exit.pth")
@@ -72,22 +73,13 @@ def run_in_image(image: str, jobs: int, faulthandler: bool) -> dict[str, dict]:
 
     client = docker_client.connect()
     where = "import sysconfig; print(sysconfig.get_path('purelib'))"
-    site_packages = client.containers.run(image, ["python", "-c", where], remove=True).decode().strip()
+    site_packages = docker_client.run_in_image(client, image, ["python", "-c", where])[1].strip()
     hooks = {str(ROOT / "images" / "site-packages" / name): {"bind": f"{site_packages}/{name}", "mode": "ro"}
              for name in HOOK_FILES}
     load = client.containers.run(image, ["python", "-c", SPIN], detach=True)
     try:
-        with tempfile.TemporaryDirectory(prefix="trainstack-gloo-exit-") as out_dir:
-            os.chmod(out_dir, 0o777)  # the image's user writes the result
-            command = ["python", "/src/benchmarks/gloo_exit.py", "--in-container", "--jobs", str(jobs),
-                       "--out", "/out/arms.json", *(["--faulthandler"] if faulthandler else [])]
-            volumes = {str(ROOT): {"bind": "/src", "mode": "ro"}, out_dir: {"bind": "/out", "mode": "rw"}, **hooks}
-            create = {"image": image, "shm_size": "1g", "command": command, "volumes": volumes}
-            status, _ = docker_client.run_container(client, create, out=sys.stdout, timeout=jobs * 120)
-            result = Path(out_dir) / "arms.json"
-            if not result.exists():
-                raise SystemExit(f"gloo_exit.py in {image} exited {status} without a result")
-            return json.loads(result.read_text())
+        args = ["--in-container", "--jobs", str(jobs), *(["--faulthandler"] if faulthandler else [])]
+        return result_from_image(image, "gloo_exit.py", args, timeout=jobs * 120, shm_size="1g", volumes=hooks)
     finally:
         docker_client.remove_each([load], force=True)
 
