@@ -13,11 +13,14 @@ import json
 import os
 
 import cloudpickle
+import numpy as np
+import pyspark.sql.types as T
 import torch
 import torch.nn.functional as F
 from pyspark.ml.evaluation import MulticlassClassificationEvaluator
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
 
 import digit_net
 from synthetic_digits import make_digits
@@ -82,9 +85,9 @@ def main():
         random_seed=42,
         verbose=1,
     )
-    # A double label and a 10-unit output: transform writes the predicted class (a double, as the label) to
-    # label_pred and the model's 10 scores to label_pred__rawPrediction.
-    torch_model = estimator.fit(train_df).setOutputCols(["label_pred"])
+    # A double label and a 10-unit output: transform writes the model's 10 scores to label_prob, and the predicted
+    # class (a double, as the label) to label_prob__prediction.
+    torch_model = estimator.fit(train_df).setOutputCols(['label_prob'])
 
     store = estimator.getStore()
     run_dir = store.get_localized_path(store.get_checkpoint_path(torch_model.getRunId()))
@@ -92,14 +95,21 @@ def main():
     if os.path.exists(checkpoint):
         print(f"rank 0 wrote {checkpoint}", flush=True)  # Horovod's remote trainer saves on rank 0 only
 
-    predictions = torch_model.transform(test_df)
-    accuracy = MulticlassClassificationEvaluator(predictionCol="label_pred", labelCol="label",
-                                                 metricName="accuracy").evaluate(predictions)
+    # Evaluated as Synapse's TorchEstimator tutorial and Horovod's Spark MNIST examples do: the argmax of the scores.
+    pred_df = torch_model.transform(test_df)
+    argmax = udf(lambda v: float(np.argmax(v)), returnType=T.DoubleType())
+    pred_df = pred_df.withColumn('label_pred', argmax(pred_df.label_prob))
+    evaluator = MulticlassClassificationEvaluator(predictionCol='label_pred', labelCol='label', metricName='accuracy')
+    accuracy = evaluator.evaluate(pred_df)
+    print('Test accuracy:', accuracy)
+    # The same class, read from the column the estimator adds, without a UDF.
+    prediction_accuracy = evaluator.setPredictionCol('label_prob__prediction').evaluate(pred_df)
     history = torch_model.getHistory()
     # all_metrics: one {metric name: average over ranks} per metric group; ours has one metric.
     (ranks,) = history[-1]["train"]["all_metrics"][0].values()
     print(json.dumps({"workflow": "horovod-spark-estimator", "ranks": round(ranks),
-                      "losses": [epoch["train"]["loss"] for epoch in history], "accuracy": accuracy}), flush=True)
+                      "losses": [epoch["train"]["loss"] for epoch in history], "accuracy": accuracy,
+                      "prediction_accuracy": prediction_accuracy}), flush=True)
     spark.stop()
 
 

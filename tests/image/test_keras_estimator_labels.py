@@ -31,10 +31,12 @@ def test_sparse_loss_classifier_with_scalar_labels_learns(sparse_labels_run):
     assert sparse_labels_run["accuracy"] >= 0.9, sparse_labels_run
 
 
-def test_transform_writes_the_predicted_class_for_the_scalar_label(sparse_labels_run):
+def test_transform_writes_the_output_and_the_predicted_class_for_the_scalar_label(sparse_labels_run):
     """horovod-0.28.1-estimator-predictions.patch: unpatched, the output column held the probability of class 0
-    (accuracy 0.0 against the labels)."""
+    (accuracy 0.0 against the labels); now it holds the output vector, whose argmax is the class, and
+    label__output__prediction holds the class."""
     assert sparse_labels_run["transform_accuracy"] >= 0.9, sparse_labels_run
+    assert sparse_labels_run["prediction_accuracy"] >= 0.9, sparse_labels_run
 
 
 def test_sparse_losses_are_recognised_in_every_form(sparse_labels_run):

@@ -11,7 +11,7 @@ from workflow_checks import checkpoint_writers
 
 MARKER = "EXECUTED NOTEBOOK:"
 EPOCH_LOSS = re.compile(r"epoch (\d+) loss ([0-9.]+)")
-ACCURACY = re.compile(r"accuracy ([0-9.]+)")
+ACCURACY = re.compile(r"accuracy:? ([0-9.]+)")
 
 
 @dataclass(frozen=True)

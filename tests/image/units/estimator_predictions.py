@@ -1,18 +1,24 @@
 """What horovod.spark's KerasModel and TorchModel write for a scalar label column
-(horovod-0.28.1-estimator-predictions.patch): with a multi-unit output, the predicted class (argmax) in the label's
-type, and the output's values in `<output col>__rawPrediction`; with a one-unit output, that unit's value.
+(horovod-0.28.1-estimator-predictions.patch): with a multi-unit output, the output column keeps the whole output
+vector, which users' argmax UDFs read (Synapse's TorchEstimator tutorial, Horovod's Spark MNIST examples), and the
+added `<output col>__prediction` column holds the predicted class in the label's type; with a one-unit output, the
+output column holds that unit's value and nothing is added.
 
 Each estimator fits two separable blobs on 2 Horovod processes and transforms held-out points. Prints one JSON line:
-for each case, the accuracy of the output column against the labels, its Spark type, and the raw prediction column.
-TensorFlow's case is left out where the image has no TensorFlow.
+for each case, the accuracy read both ways (the tutorial's argmax UDF over the output column, and Spark ML's
+evaluator over the prediction column), and the columns' types. TensorFlow's case is left out where the image has no
+TensorFlow.
 """
 import importlib.util
 import json
 
 import numpy as np
+import pyspark.sql.types as T
 import torch
+from pyspark.ml.evaluation import MulticlassClassificationEvaluator
 from pyspark.ml.linalg import Vectors
 from pyspark.sql import SparkSession
+from pyspark.sql.functions import udf
 
 from horovod.spark.common.backend import SparkBackend
 from horovod.spark.common.store import LocalStore
@@ -27,21 +33,34 @@ def two_blobs(rng: np.random.Generator, count: int) -> tuple[np.ndarray, np.ndar
     return points, labels
 
 
+def tutorial_accuracy(pred_df, output: str) -> float:
+    """The evaluation of Synapse's TorchEstimator tutorial, as its users wrote it, over the output column."""
+    argmax = udf(lambda v: float(np.argmax(v)), returnType=T.DoubleType())
+    pred_df = pred_df.withColumn('label_pred', argmax(pred_df[output]))
+    evaluator = MulticlassClassificationEvaluator(predictionCol='label_pred', labelCol='label', metricName='accuracy')
+    return evaluator.evaluate(pred_df)
+
+
 def outcome(predictions, label: str, output: str) -> dict:
-    """The output column's accuracy against the label (a value that is not the label's, e.g. a vector, counts as
-    wrong), its type, and the raw prediction column's type and first row."""
-    rows = predictions.collect()
-    raw = f"{output}__rawPrediction"
+    """The columns' types and first values, and the accuracy read both ways where the output is a vector: the
+    tutorial's argmax UDF over the output column, and Spark ML's evaluator over the prediction column."""
+    prediction = f"{output}__prediction"
     fields = {field.name: field.dataType.simpleString() for field in predictions.schema.fields}
-    first = rows[0]
-    return {
-        "accuracy": float(np.mean([row[output] == row[label] for row in rows])),
+    first = predictions.first()
+    result = {
         "type": fields[output], "label_type": fields[label],
-        "python_type": type(first[output]).__name__,
-        "raw_type": fields.get(raw),
-        "raw_first": [float(value) for value in first[raw]] if raw in fields else None,
-        "output_first": first[output] if isinstance(first[output], (int, float)) else str(first[output]),
+        "prediction_type": fields.get(prediction),
+        "output_first": ([float(value) for value in first[output]] if fields[output] == "vector"
+                         else first[output]),
     }
+    if fields[output] == "vector":
+        result["udf_accuracy"] = tutorial_accuracy(predictions, output)
+    if prediction in fields:
+        result["prediction_first"] = first[prediction]
+        result["prediction_python_type"] = type(first[prediction]).__name__
+        result["prediction_accuracy"] = MulticlassClassificationEvaluator(
+            predictionCol=prediction, labelCol=label, metricName="accuracy").evaluate(predictions)
+    return result
 
 
 def torch_classifier(units: int) -> torch.nn.Module:

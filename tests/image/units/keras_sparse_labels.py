@@ -78,7 +78,8 @@ def main() -> None:
     tf.keras.utils.set_random_seed(1)
     fitted = estimator(store, "sparse_categorical_crossentropy").fit(frame)
     predicted = fitted.getModel().predict(held_out_points, verbose=0).argmax(axis=1)
-    # transform's output column holds the predicted class (horovod-0.28.1-estimator-predictions.patch).
+    # transform's output column holds the 2-unit output and label__output__prediction the predicted class
+    # (horovod-0.28.1-estimator-predictions.patch): each read as users read it.
     held_out = spark.createDataFrame([(Vectors.dense(point), float(label))
                                       for point, label in zip(held_out_points, held_out_labels)], ["features", "label"])
     transformed = fitted.transform(held_out).collect()
@@ -88,7 +89,10 @@ def main() -> None:
         "sparse": {form: is_sparse_loss(loss) for form, loss in SPARSE_LOSSES.items()},
         "dense": {form: is_sparse_loss(loss) for form, loss in DENSE_LOSSES.items()},
         "accuracy": float((predicted == held_out_labels).mean()),
-        "transform_accuracy": float(np.mean([row["label__output"] == row["label"] for row in transformed])),
+        "transform_accuracy": float(np.mean([float(np.argmax(row["label__output"])) == row["label"]
+                                             for row in transformed])),
+        "prediction_accuracy": float(np.mean([row["label__output__prediction"] == row["label"]
+                                              for row in transformed])),
         "dense_loss_refused": refusal(store, frame, "categorical_crossentropy"),
         "label_shapes_refused": refusal(store, frame, "sparse_categorical_crossentropy", [[-1, 2]]),
         # One-hot vectors under a sparse loss: [-1] would make 2 rows of each. A store of its own, as Horovod
