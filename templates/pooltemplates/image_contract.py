@@ -7,6 +7,8 @@ VENV_DIR = "/opt/venv"
 MANIFEST_PATH = "/etc/trainstack/manifest.json"
 # The image's CycloneDX SBOM, written beside the manifest at build time (images/scripts/write_sbom.py).
 SBOM_PATH = "/etc/trainstack/sbom.cdx.json"
+# Which distributions each layer of the venv holds, with its files and bytes (images/scripts/venv_layers.py).
+VENV_LAYERS_PATH = "/etc/trainstack/venv-layers.json"
 CONSTRAINTS_PATH = "/etc/trainstack/constraints.txt"
 EXAMPLES_DIR = "/opt/trainstack/examples"
 DISCOVERY_SCRIPT_PATH = "/opt/trainstack/discover-gpus.sh"

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from trainrun.image_contract import MANIFEST_PATH
+from trainrun.image_contract import MANIFEST_PATH, VENV_LAYERS_PATH
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,7 +73,7 @@ def _patches_table() -> str:
 
 
 def _matrix_page() -> str:
-    from trainstack.image.docs import flavor_details, flavor_table, gpu_flavor_table, rules_table
+    from trainstack.image.docs import flavor_details, flavor_table, gpu_flavor_table, rules_table, venv_layers_table
 
     matrix = _matrix()
     lines = ["(matrix)=", "# The version matrix", "",
@@ -85,6 +85,13 @@ def _matrix_page() -> str:
              "## Flavors", "", flavor_table(matrix), "", "## GPU flavors", "", gpu_flavor_table(matrix), ""]
     for flavor in matrix.flavors.values():
         lines += [f"(matrix-{flavor.name})=", f"## `{flavor.name}`", "", flavor_details(flavor), ""]
+    lines += ["(matrix-venv-layers)=", "## The venv's layers", "",
+              "The image's `/opt/venv` reaches the image as these layers, in this order (the matrix's `venv_layers`): "
+              "the builder moves each distribution's files, as its RECORD lists them, into its layer's folder, "
+              "compiles every pyc again as a checked-hash pyc and gives every file one mtime and owner "
+              "(`images/scripts/venv_layers.py`), so a layer whose distributions did not change has the same digest "
+              "in every build. A pull re-sends a changed layer and every layer above it. Each image lists its layers' "
+              f"distributions and sizes in `{VENV_LAYERS_PATH}`.", "", venv_layers_table(matrix), ""]
     lines += ["(matrix-rules)=", "## Rules", "",
               "Each rule applies when every component under *when* is present and matches its version specifier "
               "(`*`: any version); then every component under *requires* must be present and match. A flavor or an "

@@ -41,6 +41,9 @@ BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-de
 # Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image;
 # torch/include stays, since Inductor compiles against it.
 HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
+# Where the builder splits the venv into its layers (images/scripts/venv_layers.py), and that split's report.
+VENV_LAYERS_BUILD_DIR = "/tmp/build/venv-layers"
+VENV_LAYERS_BUILD_REPORT = "/tmp/build/venv-layers.json"
 # The module that makes `import NAME` of a package the flavor lists as `absent` say why (images/site-packages/), its
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
@@ -122,6 +125,10 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
         "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "site_packages": flavor.site_packages,
+        "venv_layers": flavor.venv_layers,
+        "venv_layers_dir": VENV_LAYERS_BUILD_DIR,
+        "venv_layers_report": VENV_LAYERS_BUILD_REPORT,
+        "venv_layers_path": image_contract.VENV_LAYERS_PATH,
         "prune_globs": flavor.prune_globs,
         "runtime_env": runtime_env(),
         "venv": image_contract.VENV_DIR,

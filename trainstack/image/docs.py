@@ -74,6 +74,15 @@ def rules_table(matrix: Matrix) -> str:
     return markdown_table(["rule", "when", "requires", "why"], rows)
 
 
+def venv_layers_table(matrix: Matrix) -> str:
+    """A Markdown table: the venv's layers in the image's order, what each holds, in which flavors, and why."""
+    rows = [[f"`{layer.name}`", "every other distribution, and the venv's own files" if layer.takes_the_rest
+             else ", ".join(f"`{pattern}`" for pattern in layer.distributions),
+             ", ".join(flavor.name for flavor in matrix.flavors.values() if layer in flavor.venv_layers),
+             layer.reason] for layer in matrix.venv_layers]
+    return markdown_table(["layer", "distributions", "flavors", "why here"], rows)
+
+
 def flavor_details(flavor: Flavor) -> str:
     """Markdown: a flavor's components with their settings, its pinned packages, what it prunes and what it cannot
     hold, each with the matrix's reason."""

@@ -33,6 +33,8 @@ PATCHED_COMPONENTS = ("horovod", "pyspark", "deepspeed")
 FLAVOR_POINTER = "#/$defs/flavor"
 VERSION_FIELD = {"$ref": "#/$defs/version"}
 NOT_A_VERSION = "is not a version (PEP 440)"
+# The venv layer that takes every distribution no other layer names.
+VENV_LAYER_REST = "*"
 VERSION_EXAMPLE = "a version, e.g. 2.10.0 or 2.13.0+cpu"
 
 
@@ -49,6 +51,26 @@ class Rule:
 
 
 @dataclass(frozen=True)
+class VenvLayer:
+    """One layer of the image's venv: the distributions its patterns name (`*`: every other one)."""
+
+    name: str
+    distributions: tuple[str, ...]
+    reason: str
+    # The component a flavor must have for the layer to be there (the nvidia layer: cuda).
+    component: str | None = None
+
+    @property
+    def takes_the_rest(self) -> bool:
+        return self.distributions == (VENV_LAYER_REST,)
+
+    @property
+    def argument(self) -> str:
+        """NAME=PATTERN,... as images/scripts/venv_layers.py reads its --layer."""
+        return f"{self.name}={','.join(self.distributions)}"
+
+
+@dataclass(frozen=True)
 class Flavor:
     name: str
     description: str
@@ -60,6 +82,8 @@ class Flavor:
     prune: tuple[dict[str, str], ...] = ()
     # {"package": ..., "reason": ..., "instead": ...} entries: what this flavor cannot hold, and why.
     absent: tuple[dict[str, str], ...] = ()
+    # The matrix's venv_layers, the same for every flavor (a distribution a flavor lacks just is not there).
+    venv_layers: tuple[VenvLayer, ...] = ()
 
     @property
     def gpu(self) -> bool:
@@ -101,6 +125,8 @@ class Matrix:
     rules: list[Rule]
     # Each patch file's upstream reference (the matrix's `patches`).
     patch_upstream: dict[str, str] = dataclasses.field(default_factory=dict)
+    # Every venv layer, in the image's order; each flavor has those whose component it has.
+    venv_layers: tuple[VenvLayer, ...] = ()
 
     def flavor(self, name: str, overrides: Mapping[str, str] | None = None) -> Flavor:
         """The named flavor with overrides applied, refused if it breaks a rule."""
@@ -121,20 +147,27 @@ def load_matrix(path: Path = MATRIX_PATH) -> Matrix:
     problems = schema_problems(raw, "#")
     if problems:
         raise MatrixError(f"{path.name}: " + _listing(problems))
-    flavors = {name: _flavor(name, spec) for name, spec in raw["flavors"].items()}
+    venv_layers = tuple(VenvLayer(entry["name"], tuple(entry["distributions"]), " ".join(entry["reason"].split()),
+                                  entry.get("component")) for entry in raw["venv_layers"])
+    rest = [layer.name for layer in venv_layers if layer.takes_the_rest]
+    if len(rest) != 1:
+        raise MatrixError(str(Problem("venv_layers", rest, f"{len(rest)} layers take the rest ({VENV_LAYER_REST!r})",
+                                      f"exactly one layer with distributions: [{VENV_LAYER_REST!r}]")))
+    flavors = {name: _flavor(name, spec, venv_layers) for name, spec in raw["flavors"].items()}
     rules = [
         Rule(id=r["id"], when=dict(r["when"]), require=dict(r["require"]), reason=" ".join(r["reason"].split()))
         for r in raw["rules"]
     ]
     upstream = {patch: " ".join(entry["upstream"].split()) for patch, entry in raw.get("patches", {}).items()}
-    matrix = Matrix(image_name=raw["image_name"], flavors=flavors, rules=rules, patch_upstream=upstream)
+    matrix = Matrix(image_name=raw["image_name"], flavors=flavors, rules=rules, patch_upstream=upstream,
+                    venv_layers=venv_layers)
     for rule in rules:
         for key, spec in {**rule.when, **rule.require}.items():
             _parse_specifier(spec, f"rule {rule.id}: {key}")
     return matrix
 
 
-def _flavor(name: str, spec: dict[str, Any]) -> Flavor:
+def _flavor(name: str, spec: dict[str, Any], venv_layers: tuple[VenvLayer, ...] = ()) -> Flavor:
     packages = spec.get("python_packages", {})
     return Flavor(
         name=name,
@@ -148,6 +181,8 @@ def _flavor(name: str, spec: dict[str, Any]) -> Flavor:
                     for entry in spec.get("prune", [])),
         absent=tuple({"package": entry["package"], "reason": " ".join(entry["reason"].split()),
                       "instead": " ".join(entry["instead"].split())} for entry in spec.get("absent", [])),
+        venv_layers=tuple(layer for layer in venv_layers
+                          if layer.component is None or layer.component in spec["components"]),
     )
 
 
@@ -300,7 +335,7 @@ def apply_overrides(flavor: Flavor, overrides: Mapping[str, str]) -> Flavor:
                  for problem in schema_problems(data, FLAVOR_POINTER, prefix="--set ")]
     if problems:
         raise MatrixError(_listing(problems))
-    return _flavor(flavor.name, data)
+    return _flavor(flavor.name, data, flavor.venv_layers)
 
 
 def _component_fields(component: str) -> dict[str, Any]:

@@ -50,8 +50,12 @@ def test_cuda_build_tools_stay_in_the_builder_stage(matrix, name):
     # The one package install there is torch.compile's toolchain (test_render.py).
     assert [line for line in image.splitlines() if "apt-get install" in line] == [
         " && apt-get install -y --no-install-recommends gcc g++ libc6-dev libpython3-dev \\"]
-    assert "COPY --from=builder /opt/venv /opt/venv" in image
-    assert image.count("COPY --from=builder") == 1
+    # From the builder, the venv's layers and their report only.
+    copies = [line for line in image.splitlines() if line.startswith("COPY --from=builder")]
+    assert copies == [*(f"COPY --from=builder /tmp/build/venv-layers/{layer.name}/ /"
+                        for layer in matrix.flavor(name).venv_layers),
+                      "COPY --from=builder /tmp/build/venv-layers.json /etc/trainstack/venv-layers.json"]
+    assert copies[0] == "COPY --from=builder /tmp/build/venv-layers/nvidia/ /"
 
 
 @pytest.mark.parametrize("name", GPU_FLAVORS)
