@@ -86,7 +86,7 @@ def main():
         verbose=1,
     )
     # A double label and a 10-unit output: transform writes the model's 10 scores to label_prob, and the predicted
-    # class (a double, as the label) to label_prob__prediction.
+    # class (a double, as Spark ML's prediction) to label_prob__prediction.
     torch_model = estimator.fit(train_df).setOutputCols(['label_prob'])
 
     store = estimator.getStore()

@@ -1,8 +1,8 @@
 """What horovod.spark's KerasModel and TorchModel write for a scalar label column
 (horovod-0.28.1-estimator-predictions.patch): with a multi-unit output, the output column keeps the whole output
 vector, which users' argmax UDFs read (Synapse's TorchEstimator tutorial, Horovod's Spark MNIST examples), and the
-added `<output col>__prediction` column holds the predicted class in the label's type; with a one-unit output, the
-output column holds that unit's value and nothing is added.
+added `<output col>__prediction` column holds the predicted class as a double, as Spark ML's `prediction` does; with a
+one-unit output, the output column holds that unit's value and nothing is added.
 
 Each estimator fits two separable blobs on 2 Horovod processes and transforms held-out points. Prints one JSON line:
 for each case, the accuracy read both ways (the tutorial's argmax UDF over the output column, and Spark ML's

@@ -1,0 +1,238 @@
+"""What a pull of a trainstack image transfers: each layer's size, the bytes a pull re-sends after a change, and
+whether two builds gave the same layers.
+
+    python benchmarks/image_layers.py table [--flavor cpu] [--image REF]
+    python benchmarks/image_layers.py repull --change {launcher-only,deepspeed-patch,torch-bump} [--flavor cpu]
+    python benchmarks/image_layers.py digests --image REF --build NAME
+
+The images are pushed to a registry started here (Debian's docker-registry on 127.0.0.1, which docker trusts
+without TLS), so the compressed sizes are the registry's: what a pull downloads. A pull re-sends the first layer
+whose chain differs from the image it has and every layer above it (docker pull registers layers as a chain), so
+`repull` builds the flavor's image again from a build context with one change (a line added to trainrun's
+`__init__.py`; a comment reworded in DeepSpeed's patch), pushes both and sums the compressed sizes of the rebuilt
+image's layers from the first one that differs. A torch bump cannot be built here (no other CPU torch wheel is
+reachable): its figure is the sum from the torch layer up, which is what such a bump re-sends by the same rule.
+`digests` records a build's layer diff IDs; two records of the same flavor are compared layer by layer.
+
+Each run merges its figures into benchmarks/results/image_layers.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from trainstack import docker_client
+from trainstack.image.build import BUILD_DIR, run_build
+from trainstack.image.build_context import write_build_context
+from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.matrix import load_matrix
+from trainstack.image.naming import flavor_image
+from trainstack.image.sources import sources_for
+
+RESULTS = Path(__file__).parent / "results" / "image_layers.json"
+MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
+LARGEST_LAYER_GOAL_GB = 5.0
+LAUNCHER_ONLY_GOAL_MB = 5.0
+VENV_LAYER_COPY = re.compile(r"^COPY --from=builder \S+/venv-layers/([\w.-]+)/ /$")
+LAYER_INSTRUCTIONS = ("RUN ", "COPY ", "ADD ")
+CHANGES = ("launcher-only", "deepspeed-patch", "torch-bump")
+TORCH_BUMP = "torch-bump"
+DEEPSPEED_PATCH = "deepspeed-0.19.8-portable-cpu-ops.patch"
+
+
+@contextmanager
+def local_registry() -> Iterator[str]:
+    """Debian's docker-registry on a free loopback port, storing under a temporary folder; yields HOST:PORT."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    with tempfile.TemporaryDirectory(prefix="trainstack-layers-registry-") as folder:
+        config = Path(folder) / "config.yml"
+        config.write_text(f"version: 0.1\nstorage:\n  filesystem:\n    rootdirectory: {folder}/data\n"
+                          f"http:\n  addr: 127.0.0.1:{port}\n")
+        process = subprocess.Popen(["docker-registry", "serve", str(config)], stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/v2/", timeout=2)
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or process.poll() is not None:
+                        sys.exit("error: docker-registry did not start")
+                    time.sleep(0.5)
+            yield f"localhost:{port}"
+        finally:
+            process.terminate()
+            process.wait(timeout=30)
+
+
+def pushed_layers(client, registry: str, image: str) -> list[dict]:
+    """Pushes IMAGE to REGISTRY; returns its manifest's layers: digest and compressed size, bottom first."""
+    repository, tag = f"{registry}/layers-benchmark", re.sub(r"[^\w.-]", "-", image)[:120]
+    client.images.get(image).tag(repository, tag)
+    try:
+        for line in client.api.push(repository, tag=tag, stream=True, decode=True):
+            if "error" in line:
+                sys.exit(f"error: push of {image}: {line['error']}")
+        host = registry.replace("localhost", "127.0.0.1")
+        request = urllib.request.Request(f"http://{host}/v2/layers-benchmark/manifests/{tag}",
+                                         headers={"Accept": MANIFEST_TYPES})
+        with urllib.request.urlopen(request, timeout=60) as response:
+            return json.load(response)["layers"]
+    finally:
+        client.images.remove(f"{repository}:{tag}", noprune=True)
+
+
+def layer_names(flavor_name: str, count: int) -> list[str]:
+    """What made each of an image's `count` layers, bottom first: the rendered Dockerfile's layer-making
+    instructions of the runtime-os stage and of the image's own stage, below them the base image's layers."""
+    dockerfile = render_dockerfile(load_matrix().flavor(flavor_name))
+    runtime_os = dockerfile.split("# --- builder:")[0]
+    image = dockerfile.split("# --- the image ---")[1]
+    names = []
+    for stage in (runtime_os, image):
+        for line in stage.splitlines():
+            if line.startswith(LAYER_INSTRUCTIONS):
+                venv_layer = VENV_LAYER_COPY.match(line)
+                names.append(f"venv: {venv_layer.group(1)}" if venv_layer else line[:90])
+    return [*(["base image"] * (count - len(names))), *names]
+
+
+def uncompressed_sizes(client, image: str) -> list[int]:
+    """Each layer's size on disk, bottom first, from the image's history (whose metadata rows make no layer)."""
+    rows = reversed(client.api.history(image))
+    return [row["Size"] for row in rows
+            if "#(nop)" not in row["CreatedBy"] or re.search(r"#\(nop\) (COPY|ADD) ", row["CreatedBy"])]
+
+
+def table(image: str, flavor_name: str) -> dict:
+    client = docker_client.connect()
+    diff_ids = client.images.get(image).attrs["RootFS"]["Layers"]
+    with local_registry() as registry:
+        layers = pushed_layers(client, registry, image)
+    sizes = uncompressed_sizes(client, image)
+    if len(sizes) != len(layers):
+        sys.exit(f"error: {image}: {len(sizes)} layer rows in its history, {len(layers)} layers in its manifest")
+    rows = [{"layer": name, "size_mb": round(size / 1e6, 1), "compressed_mb": round(layer["size"] / 1e6, 1),
+             "diff_id": diff_id}
+            for name, size, layer, diff_id in zip(layer_names(flavor_name, len(layers)), sizes, layers, diff_ids)]
+    return {"image": image, "layers": rows, "as_pulled_mb": round(sum(layer["size"] for layer in layers) / 1e6, 1),
+            "size_on_disk_gb": round(client.images.get(image).attrs["Size"] / 1e9, 3),
+            "largest_layer_gb": round(max(sizes) / 1e9, 3),
+            "largest_layer_compressed_gb": round(max(layer["size"] for layer in layers) / 1e9, 3),
+            "largest_layer_goal_gb": LARGEST_LAYER_GOAL_GB, "meets_goal": max(sizes) / 1e9 <= LARGEST_LAYER_GOAL_GB}
+
+
+def changed_context(flavor_name: str, change: str) -> Path:
+    """The flavor's build context with one change made in it."""
+    flavor = load_matrix().flavor(flavor_name)
+    context = write_build_context(flavor, sources_for(flavor), BUILD_DIR / f"{flavor_name}-{change}")
+    if change == "launcher-only":
+        with (context / "launcher" / "trainrun" / "__init__.py").open("a") as module:
+            module.write("# image_layers benchmark: a launcher-only change\n")
+    else:
+        patch = context / "patches" / DEEPSPEED_PATCH
+        patch.write_text(patch.read_text().replace("(e.g. x86-64-v3)", "(for example x86-64-v3)", 1))
+    return context
+
+
+def rebuilt(flavor_name: str, change: str) -> str:
+    """The flavor's image built again with one change; returns its tag."""
+    client = docker_client.connect()
+    started = time.monotonic()
+    image_id = run_build(client, changed_context(flavor_name, change), False,
+                         lambda line: print(line, end="", file=sys.stderr))
+    tag = f"trainstack:{flavor_name}-layers-benchmark-{change}"
+    client.images.get(image_id).tag(*tag.split(":"))
+    print(f"rebuilt with the change {change} in {time.monotonic() - started:.0f} s: {tag}", file=sys.stderr)
+    return tag
+
+
+def repull(before: str, change: str, flavor_name: str) -> dict:
+    client = docker_client.connect()
+    after = before if change == TORCH_BUMP else rebuilt(flavor_name, change)
+    chains = [client.images.get(image).attrs["RootFS"]["Layers"] for image in (before, after)]
+    with local_registry() as registry:
+        pushed_layers(client, registry, before)
+        layers = pushed_layers(client, registry, after)
+    names = layer_names(flavor_name, len(layers))
+    if change == TORCH_BUMP:
+        first = names.index("venv: torch")
+    else:
+        first = next((index for index, (old, new) in enumerate(zip(*chains)) if old != new), len(chains[1]))
+    resent = [{"layer": names[index], "compressed_mb": round(layers[index]["size"] / 1e6, 2),
+               "same_content_as_before": chains[1][index] in chains[0]} for index in range(first, len(layers))]
+    total = sum(layer["size"] for layer in layers[first:])
+    return {"change": change, "before": before, "after": after, "built": change != TORCH_BUMP,
+            "repulled_mb": round(total / 1e6, 2), "of_mb": round(sum(layer["size"] for layer in layers) / 1e6, 1),
+            "first_changed_layer": names[first] if first < len(names) else None, "layers_resent": resent}
+
+
+def digests(image: str, build: str, flavor_name: str) -> dict:
+    client = docker_client.connect()
+    diff_ids = client.images.get(image).attrs["RootFS"]["Layers"]
+    return {"image": image, "build": build,
+            "layers": [{"layer": name, "diff_id": diff_id}
+                       for name, diff_id in zip(layer_names(flavor_name, len(diff_ids)), diff_ids)]}
+
+
+def compare_builds(records: dict) -> dict:
+    """Layer by layer, whether two recorded builds of a flavor gave the same diff ID."""
+    first, second = list(records.values())[-2:]
+    return {"builds": [first["build"], second["build"]],
+            "layers": [{"layer": one["layer"], "same": one["diff_id"] == two["diff_id"]}
+                       for one, two in zip(first["layers"], second["layers"])]}
+
+
+def merge_result(path: list[str], value: dict) -> dict:
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    node = results
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    table_parser = commands.add_parser("table")
+    table_parser.add_argument("--flavor", default="cpu")
+    table_parser.add_argument("--image")
+    repull_parser = commands.add_parser("repull")
+    repull_parser.add_argument("--change", required=True, choices=CHANGES)
+    repull_parser.add_argument("--flavor", default="cpu")
+    digests_parser = commands.add_parser("digests")
+    digests_parser.add_argument("--image", required=True)
+    digests_parser.add_argument("--build", required=True)
+    digests_parser.add_argument("--flavor", default="cpu")
+    args = parser.parse_args()
+    if args.command == "table":
+        result = table(args.image or flavor_image(args.flavor), args.flavor)
+        merge_result([args.flavor, "table"], result)
+    elif args.command == "repull":
+        result = repull(flavor_image(args.flavor), args.change, args.flavor)
+        merge_result([args.flavor, "repull", args.change], result)
+    else:
+        result = digests(args.image, args.build, args.flavor)
+        results = merge_result([args.flavor, "builds", args.build], result)
+        if len(results[args.flavor]["builds"]) >= 2:
+            merge_result([args.flavor, "builds_compared"], compare_builds(results[args.flavor]["builds"]))
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    main()
