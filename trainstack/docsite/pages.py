@@ -175,7 +175,7 @@ GENERATED: tuple[Generated, ...] = (
     Generated("docs/guides/gpu.md", "gpu-flavors-table", "images/matrix.yaml", _gpu_flavor_table),
     Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
     Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
-    Generated("docs/contributing/horovod-patches.md", "horovod-patches-table", "images/matrix.yaml", _patches_table),
+    Generated("docs/contributing/patches.md", "patches-table", "images/matrix.yaml", _patches_table),
     Generated("docs/reference/matrix.md", None, "images/matrix.yaml", _matrix_page),
     Generated("docs/reference/trainrun.md", None, "launcher/trainrun/cli.py", _trainrun_page),
     Generated("docs/reference/pooltemplates.md", None, "templates/pooltemplates/cli.py", _pooltemplates_page),
