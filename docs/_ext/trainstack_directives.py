@@ -5,7 +5,7 @@ show a command, cell or message that nothing runs:
 - `{lab-command}`: the line that starts JupyterLab in the image, as the image tier starts it;
   both take `:image: published` to show the image CI publishes (ghcr.io/OWNER/trainstack:cpu) instead of the one a
   build here tags (trainstack:cpu);
-- `{published-image} STEP`: getting and checking a published image (`pull`, `pin`, `verify`, `check`), the commands
+- `{published-image} STEP`: getting and checking a published image (`pull`, `pull-mirror`, `pin`, `verify`, `check`), the commands
   made by trainstack/image/published_images.py from what the CI workflow publishes;
 - `{notebook-cell} NOTEBOOK CELL_ID`: a cell of examples/notebooks/NOTEBOOK.ipynb, which the image tier executes;
 - `{raised-by}`: the error families a catalogue entry explains (`PATH ErrorClass` a line), with the messages the
@@ -143,6 +143,8 @@ class PublishedImageDirective(SphinxDirective):
         content_tag = published.flavor_content_tag(load_matrix().flavor(published.DEFAULT_FLAVOR))
         steps = {
             "pull": [published.pull_command(reference)],
+            "pull-mirror": [published.pull_command(
+                published.published_reference(published.DEFAULT_FLAVOR, published.DOCKER_HUB_NAMESPACE))],
             "pin": [published.pull_command(published.published_reference(f"{content_tag}-YYYY.MM.DD-COMMIT")),
                     shlex.join(["docker", "inspect", "--format", "{{index .RepoDigests 0}}", reference]),
                     published.pull_command(published.published_digest_reference("sha256:DIGEST"))],
@@ -154,11 +156,11 @@ class PublishedImageDirective(SphinxDirective):
             raise self.error(f"step = {step!r}: is not a step of {{published-image}} (valid: {', '.join(steps)})")
         text = "\n".join(f"$ {line}" for line in steps[step])
         note = nodes.paragraph()
-        note += nodes.Text("Made from what the CI workflow publishes (")
+        note += nodes.Text("For the image the CI workflow publishes (")
         note += nodes.literal(text=published.WORKFLOW_PATH)
-        note += nodes.Text(", held to it by ")
+        note += nodes.Text("); the commands are made from it and held to it by ")
         note += nodes.literal(text="tests/unit/docs/test_published_images.py")
-        note += nodes.Text(").")
+        note += nodes.Text(".")
         return [nodes.literal_block(text, text, language="console"), note]
 
 

@@ -17,6 +17,7 @@ from trainstack.image.naming import content_tag, image_reference
 
 WORKFLOW_PATH = ".github/workflows/images.yml"
 GHCR_NAMESPACE = "ghcr.io/OWNER"
+# The mirror's account is the DOCKERHUB_USERNAME secret's (.ci/publish), the publisher's on Docker Hub.
 DOCKER_HUB_NAMESPACE = "docker.io/OWNER"
 # The repository secrets the workflow's Docker Hub mirror logs in with (an access token, not the password).
 DOCKER_HUB_SECRETS = ("DOCKERHUB_USERNAME", "DOCKERHUB_TOKEN")
