@@ -5,8 +5,8 @@ show a command, cell or message that nothing runs:
 - `{lab-command}`: the line that starts JupyterLab in the image, as the image tier starts it;
   both take `:image: published` to show the image CI publishes (ghcr.io/OWNER/trainstack:cpu) instead of the one a
   build here tags (trainstack:cpu);
-- `{published-image} STEP`: getting and checking a published image (`pull`, `pull-mirror`, `pin`, `verify`, `check`), the commands
-  made by trainstack/image/published_images.py from what the CI workflow publishes;
+- `{published-image} STEP`: getting and checking a published image (`pull`, `pull-mirror`, `pin`, `verify`,
+  `check`), the commands made by trainstack/image/published_images.py from what the CI workflow publishes;
 - `{notebook-cell} NOTEBOOK CELL_ID`: a cell of examples/notebooks/NOTEBOOK.ipynb, which the image tier executes;
 - `{raised-by}`: the error families a catalogue entry explains (`PATH ErrorClass` a line), with the messages the
   code makes; the build warns about a family the code no longer raises and one no entry names;

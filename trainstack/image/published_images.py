@@ -23,7 +23,8 @@ DOCKER_HUB_NAMESPACE = "docker.io/OWNER"
 DOCKER_HUB_SECRETS = ("DOCKERHUB_USERNAME", "DOCKERHUB_TOKEN")
 OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 # The certificate of a keyless signature names the workflow file and the ref it ran on: main or a v* tag.
-SIGNER_IDENTITY_REGEXP = r"^https://github\.com/OWNER/trainstack/\.github/workflows/images\.yml@refs/(heads/main|tags/v.+)$"
+SIGNER_IDENTITY_REGEXP = (r"^https://github\.com/OWNER/trainstack/\.github/workflows/images\.yml"
+                          r"@refs/(heads/main|tags/v.+)$")
 DEFAULT_FLAVOR = "cpu"
 
 
