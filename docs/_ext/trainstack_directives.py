@@ -3,6 +3,10 @@ show a command, cell or message that nothing runs:
 
 - `{workflow} NAME`: a workflow's command as the image tier runs it (trainstack/image/workflows.py);
 - `{lab-command}`: the line that starts JupyterLab in the image, as the image tier starts it;
+  both take `:image: published` to show the image CI publishes (ghcr.io/OWNER/trainstack:cpu) instead of the one a
+  build here tags (trainstack:cpu);
+- `{published-image} STEP`: getting and checking a published image (`pull`, `pull-mirror`, `pin`, `verify`,
+  `check`), the commands made by trainstack/image/published_images.py from what the CI workflow publishes;
 - `{notebook-cell} NOTEBOOK CELL_ID`: a cell of examples/notebooks/NOTEBOOK.ipynb, which the image tier executes;
 - `{raised-by}`: the error families a catalogue entry explains (`PATH ErrorClass` a line), with the messages the
   code makes; the build warns about a family the code no longer raises and one no entry names;
@@ -42,8 +46,12 @@ def _files() -> tuple[str, ...]:
     return tuple(repository_files(REPO_ROOT))
 
 
+IMAGE_OPTION = {"image": lambda value: directives.choice(value, ("published",))}
+
+
 class WorkflowDirective(SphinxDirective):
     required_arguments = 1
+    option_spec = IMAGE_OPTION
 
     def run(self) -> list[nodes.Node]:
         from trainstack.image.workflows import WORKFLOWS
@@ -54,7 +62,7 @@ class WorkflowDirective(SphinxDirective):
             raise self.error(f"workflow = {name!r}: is not in trainstack/image/workflows.py "
                              f"(valid: {', '.join(workflows)})")
         workflow = workflows[name]
-        command = f"$ docker run --rm --shm-size 1g {_cpu_image()} \\\n    {shlex.join(workflow.command)}"
+        command = f"$ docker run --rm --shm-size 1g {_cpu_image(self.options)} \\\n    {shlex.join(workflow.command)}"
         block = nodes.literal_block(command, command, language="console")
         note = nodes.paragraph()
         note += nodes.Text("The image tier runs this command in the image (")
@@ -64,19 +72,25 @@ class WorkflowDirective(SphinxDirective):
         return [block, note]
 
 
-def _cpu_image() -> str:
+def _cpu_image(options: dict[str, Any]) -> str:
+    """The cpu image a build here tags, or with `:image: published` the one CI publishes."""
+    from trainstack.image.published_images import published_reference
     from trainstack.image.naming import image_reference
     from trainstack.image.matrix import load_matrix
 
+    if options.get("image") == "published":
+        return published_reference("cpu")
     return image_reference(load_matrix().image_name, "cpu")
 
 
 class LabCommandDirective(SphinxDirective):
+    option_spec = IMAGE_OPTION
+
     def run(self) -> list[nodes.Node]:
         from trainrun.image_contract import JUPYTER_PORT, NOTEBOOK_DIR
 
         port = f"127.0.0.1:{JUPYTER_PORT}:{JUPYTER_PORT}"
-        command = f'$ docker run --rm -p {port} -v "$PWD":{NOTEBOOK_DIR} {_cpu_image()} lab'
+        command = f'$ docker run --rm -p {port} -v "$PWD":{NOTEBOOK_DIR} {_cpu_image(self.options)} lab'
         note = nodes.paragraph()
         note += nodes.Text("The image tier starts the image's ")
         note += nodes.literal(text="lab")
@@ -116,6 +130,38 @@ class NotebookCellDirective(SphinxDirective):
         caption += xref
         caption += nodes.Text(".")
         return [block, caption]
+
+
+class PublishedImageDirective(SphinxDirective):
+    required_arguments = 1
+
+    def run(self) -> list[nodes.Node]:
+        from trainstack.image import published_images as published
+        from trainstack.image.matrix import load_matrix
+
+        reference = published.published_reference(published.DEFAULT_FLAVOR)
+        content_tag = published.flavor_content_tag(load_matrix().flavor(published.DEFAULT_FLAVOR))
+        steps = {
+            "pull": [published.pull_command(reference)],
+            "pull-mirror": [published.pull_command(
+                published.published_reference(published.DEFAULT_FLAVOR, published.DOCKER_HUB_NAMESPACE))],
+            "pin": [published.pull_command(published.published_reference(f"{content_tag}-YYYY.MM.DD-COMMIT")),
+                    shlex.join(["docker", "inspect", "--format", "{{index .RepoDigests 0}}", reference]),
+                    published.pull_command(published.published_digest_reference("sha256:DIGEST"))],
+            "verify": [published.verify_command(reference)],
+            "check": published.check_commands(reference),
+        }
+        step = self.arguments[0]
+        if step not in steps:
+            raise self.error(f"step = {step!r}: is not a step of {{published-image}} (valid: {', '.join(steps)})")
+        text = "\n".join(f"$ {line}" for line in steps[step])
+        note = nodes.paragraph()
+        note += nodes.Text("For the image the CI workflow publishes (")
+        note += nodes.literal(text=published.WORKFLOW_PATH)
+        note += nodes.Text("); the commands are made from it and held to it by ")
+        note += nodes.literal(text="tests/unit/docs/test_published_images.py")
+        note += nodes.Text(".")
+        return [nodes.literal_block(text, text, language="console"), note]
 
 
 class RaisedByDirective(SphinxDirective):
@@ -195,6 +241,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_directive("workflow", WorkflowDirective)
     app.add_directive("lab-command", LabCommandDirective)
     app.add_directive("notebook-cell", NotebookCellDirective)
+    app.add_directive("published-image", PublishedImageDirective)
     app.add_directive("raised-by", RaisedByDirective)
     app.add_directive("code-map", CodeMapDirective)
     app.connect("env-check-consistency", _check_catalogue)

@@ -87,6 +87,30 @@ def executed_notebook(status: int, output: str) -> dict:
     return notebook
 
 
+# A warning as Python's warnings module prints it (`FILE:LINE: CATEGORY: message`), a rank's tag before it or not.
+WARNING_LINE = re.compile(r"^\S+:\d+: \w*Warning: ")
+# How often a cell may show one warning line: once per rank (2), and once more each where a library resets Python's
+# record of the warnings already shown, as DeepSpeed's CPU accelerator does once per process
+# (images/patches/deepspeed-0.19.8-numa-count-once.patch; before it, at every training step).
+WARNING_REPEATS = 4
+
+
+def repeated_warnings(notebook: dict, limit: int = WARNING_REPEATS) -> dict[str, dict[str, int]]:
+    """{cell id: {warning line: times shown}} of the warning lines a code cell shows more than `limit` times."""
+    found = {}
+    for cell in notebook["cells"]:
+        if cell["cell_type"] != "code":
+            continue
+        counts: dict[str, int] = {}
+        for line in shown(cell).splitlines():
+            if WARNING_LINE.match(line):
+                counts[line] = counts.get(line, 0) + 1
+        repeated = {line: count for line, count in counts.items() if count > limit}
+        if repeated:
+            found[cell["id"]] = repeated
+    return found
+
+
 def check_trainings(name: str, notebook: dict) -> None:
     """Every code cell ran; in each of the notebook's trainings both ranks' output is in its cells, the loss fell,
     the accuracy is at least 0.9 and rank 0 alone wrote the checkpoint (where it learns and writes one)."""

@@ -72,6 +72,18 @@ def _patches_table() -> str:
     return patch_table(_matrix())
 
 
+def _readme_get_the_images() -> str:
+    from trainstack.image.published_images import readme_commands
+
+    return readme_commands()
+
+
+def _site_links() -> str:
+    from trainstack.docsite.site_links import site_links
+
+    return site_links(REPO_ROOT / "docs")
+
+
 def _matrix_page() -> str:
     from trainstack.image.docs import flavor_details, flavor_table, gpu_flavor_table, rules_table, venv_layers_table
 
@@ -81,7 +93,7 @@ def _matrix_page() -> str:
              "(`images/matrix.schema.json`) and its rules before any docker call; `invoke build --set KEY=VALUE` "
              "overrides a version or setting and is checked the same way. The image's own "
              f"`{MANIFEST_PATH}` records what was really installed, checked against the matrix after "
-             "every build. Building with other versions: {doc}`/guides/building`.", "",
+             "every build. Building with other versions: {doc}`/contributing/building`.", "",
              "## Flavors", "", flavor_table(matrix), "", "## GPU flavors", "", gpu_flavor_table(matrix), ""]
     for flavor in matrix.flavors.values():
         lines += [f"(matrix-{flavor.name})=", f"## `{flavor.name}`", "", flavor_details(flavor), ""]
@@ -165,10 +177,12 @@ def _contract_page() -> str:
 
 GENERATED: tuple[Generated, ...] = (
     Generated("README.md", "matrix-table", "images/matrix.yaml", _flavor_table),
+    Generated("README.md", "get-the-images", "trainstack/image/published_images.py", _readme_get_the_images),
+    Generated("README.md", "site-links", "docs/index.md and the section indexes", _site_links),
     Generated("docs/guides/gpu.md", "gpu-flavors-table", "images/matrix.yaml", _gpu_flavor_table),
     Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
     Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
-    Generated("docs/guides/horovod-patches.md", "horovod-patches-table", "images/matrix.yaml", _patches_table),
+    Generated("docs/contributing/patches.md", "patches-table", "images/matrix.yaml", _patches_table),
     Generated("docs/reference/matrix.md", None, "images/matrix.yaml", _matrix_page),
     Generated("docs/reference/trainrun.md", None, "launcher/trainrun/cli.py", _trainrun_page),
     Generated("docs/reference/pooltemplates.md", None, "templates/pooltemplates/cli.py", _pooltemplates_page),

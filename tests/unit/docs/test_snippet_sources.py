@@ -1,7 +1,8 @@
 """No untested snippet in the quickstarts: a code block there is a `console` or `python` block, which
 tests/integration/test_docs_snippets.py runs on the host, or comes from what the image tier runs: a {workflow}
 (trainstack/image/workflows.py), a {lab-command}, a {notebook-cell} of examples/notebooks, or a {literalinclude} of
-an example a workflow runs."""
+an example a workflow runs; or it gets a published image, a {published-image} command made from what the CI
+workflow publishes (tests/unit/docs/test_published_images.py holds them to it)."""
 import re
 from pathlib import Path
 
@@ -13,6 +14,7 @@ REPO = Path(__file__).resolve().parents[3]
 QUICKSTARTS = sorted((REPO / "docs" / "quickstarts").glob("*.md"))
 HOST_RUN = {"console", "python"}
 FROM_THE_IMAGE_TIER = {"{workflow}", "{lab-command}", "{notebook-cell}", "{literalinclude}"}
+FROM_THE_CI_WORKFLOW = {"{published-image}"}
 # Directives that show code of their own (others, such as {note} or {toctree}, hold no snippet).
 CODE_DIRECTIVES = {"{code-block}", "{code}", "{sourcecode}", "{code-cell}", "{include}", "{raw}", "{eval-rst}"}
 FENCE = re.compile(r"^(?P<fence>```+|~~~+)(?P<info>[^\n]*)$", re.M)
@@ -49,7 +51,7 @@ def test_every_code_block_is_run_by_a_test(page):
 
 def test_quickstarts_show_each_kind():
     kinds = {kind for page in QUICKSTARTS for _, kind, _ in blocks(page.read_text(encoding="utf-8"))}
-    assert HOST_RUN | FROM_THE_IMAGE_TIER <= kinds
+    assert HOST_RUN | FROM_THE_IMAGE_TIER | FROM_THE_CI_WORKFLOW <= kinds
 
 
 def test_blocks_are_found_with_their_line():

@@ -219,8 +219,9 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
     assert (gpu / "scripts" / "nvidia_ld_conf.py").is_file()
     cpu = write_build_context(matrix.flavor("cpu"), SourceOptions(), tmp_path / "cpu")
     assert sorted(path.name for path in (cpu / "patches").iterdir()) == [
-        "deepspeed-0.19.8-portable-cpu-ops.patch", "horovod-0.28.1-current-frameworks.patch",
-        "horovod-0.28.1-estimator-predictions.patch", "horovod-0.28.1-keras-sparse-labels.patch",
+        "deepspeed-0.19.8-numa-count-once.patch", "deepspeed-0.19.8-portable-cpu-ops.patch",
+        "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-estimator-predictions.patch",
+        "horovod-0.28.1-keras-sparse-labels.patch",
         "horovod-0.28.1-keras3.patch",
         "horovod-0.28.1-script-without-main-guard.patch", "horovod-0.28.1-spark-current-pyarrow.patch",
         "horovod-0.28.1-spark-keras-estimator.patch", "pyspark-4.3.0-deepspeed-config-check.patch", *pyspark,

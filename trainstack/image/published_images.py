@@ -1,0 +1,76 @@
+"""Where users get the images CI publishes (.github/workflows/images.yml): the registry it pushes every tag to, the
+Docker Hub repository it mirrors them to, and the keyless cosign signature of each pushed image (the identity of the
+workflow's run, certified through GitHub's OIDC issuer). The commands of the README's and the quickstart's first
+section are made here; tests/unit/docs/test_published_images.py holds them to the workflow.
+
+OWNER stands for the GitHub account that publishes trainstack: the workflow pushes to
+ghcr.io/${{ github.repository_owner }}, which the repository does not name.
+"""
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from trainrun.image_contract import SBOM_PATH
+from trainstack.image.matrix import Flavor, load_matrix
+from trainstack.image.naming import content_tag, image_reference
+
+WORKFLOW_PATH = ".github/workflows/images.yml"
+GHCR_NAMESPACE = "ghcr.io/OWNER"
+# The mirror's account is the DOCKERHUB_USERNAME secret's (.ci/publish), the publisher's on Docker Hub.
+DOCKER_HUB_NAMESPACE = "docker.io/OWNER"
+# The repository secrets the workflow's Docker Hub mirror logs in with (an access token, not the password).
+DOCKER_HUB_SECRETS = ("DOCKERHUB_USERNAME", "DOCKERHUB_TOKEN")
+OIDC_ISSUER = "https://token.actions.githubusercontent.com"
+# The certificate of a keyless signature names the workflow file and the ref it ran on: main or a v* tag.
+SIGNER_IDENTITY_REGEXP = (r"^https://github\.com/OWNER/trainstack/\.github/workflows/images\.yml"
+                          r"@refs/(heads/main|tags/v.+)$")
+DEFAULT_FLAVOR = "cpu"
+
+
+def published_reference(tag: str, namespace: str = GHCR_NAMESPACE) -> str:
+    """NAMESPACE/IMAGE:TAG of a published image, e.g. ghcr.io/OWNER/trainstack:cpu."""
+    return image_reference(load_matrix().image_name, tag, namespace)
+
+
+def published_digest_reference(digest: str, namespace: str = GHCR_NAMESPACE) -> str:
+    """NAMESPACE/IMAGE@DIGEST: the image by its manifest digest, which no push can move."""
+    return f"{namespace}/{load_matrix().image_name}@{digest}"
+
+
+def flavor_content_tag(flavor: Flavor) -> str:
+    """The content tag an image of the flavor gets when it holds the matrix's versions (the tag of a built image
+    is read from its manifest: trainstack.image.naming.content_tag)."""
+    versions: dict[str, Any] = {"flavor": flavor.name, "python": flavor.version("python"),
+                                "packages": {name: flavor.version(name) for name in ("torch", "tensorflow", "horovod")
+                                             if flavor.version(name)},
+                                "libraries": {"cuda": flavor.version("cuda")} if flavor.version("cuda") else {}}
+    return content_tag(versions)
+
+
+def pull_command(reference: str) -> str:
+    return shlex.join(["docker", "pull", reference])
+
+
+def verify_command(reference: str) -> str:
+    """cosign's check of the keyless signature: made by images.yml on main or a v* tag, certified by GitHub's
+    OIDC issuer."""
+    return shlex.join(["cosign", "verify", "--certificate-identity-regexp", SIGNER_IDENTITY_REGEXP,
+                       "--certificate-oidc-issuer", OIDC_ISSUER, reference])
+
+
+def check_commands(reference: str) -> list[str]:
+    """Reading what an image holds: trainrun's report of the image and the machine, and the image's SBOM."""
+    return [shlex.join(["docker", "run", "--rm", reference, "trainrun", "doctor"]),
+            shlex.join(["docker", "run", "--rm", reference, "cat", SBOM_PATH]) + " > sbom.cdx.json"]
+
+
+def readme_commands() -> str:
+    """The README's first commands: pull the default flavor, check it, train with two Horovod ranks in it."""
+    from trainstack.image.workflows import WORKFLOWS
+
+    reference = published_reference(DEFAULT_FLAVOR)
+    job = next(workflow for workflow in WORKFLOWS if workflow.name == "horovod-torch-trainrun")
+    lines = [pull_command(reference), *check_commands(reference),
+             f"docker run --rm --shm-size 1g {reference} \\\n    {shlex.join(job.command)}"]
+    return "```console\n" + "\n".join(f"$ {line}" for line in lines) + "\n```"
