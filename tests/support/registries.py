@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import secrets
 import shutil
 import socket
@@ -20,8 +21,15 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
+from unittest import mock
 
 import docker
+import docker.errors
+
+from trainstack import docker_client
+from trainstack.image.demo import train_command
+from trainstack.image.publish import Pulled, Pushed, pull_image, push_flavor
+from trainstack.image.registry import PASSWORD_ENV, USER_ENV
 
 CERTS_DIR = Path("/etc/docker/certs.d")
 USER = "trainer"
@@ -185,3 +193,64 @@ def tiny_image(client: docker.DockerClient, content: str) -> docker.models.image
         archive.addfile(info, io.BytesIO(payload))
     client.api.import_image_from_data(data.getvalue(), repository="trainstack-test-tiny", tag=content)
     return client.images.get(f"trainstack-test-tiny:{content}")
+
+
+@contextlib.contextmanager
+def registry_login() -> Iterator[None]:
+    """The test registry's credentials, given as users give them to `invoke push` and `invoke pull`."""
+    with mock.patch.dict(os.environ, {USER_ENV: USER, PASSWORD_ENV: PASSWORD}):
+        yield
+
+
+@dataclass(frozen=True)
+class PushPull:
+    """What push_and_pull did and measured."""
+
+    pushed: Pushed
+    push_seconds: float
+    repushed: Pushed
+    repush_seconds: float
+    images_before_pull: int  # in the throwaway daemon
+    by_tag: Pulled
+    pull_seconds: float
+    by_digest: Pulled
+    doctor: tuple[int, str]  # exit code, output
+    training: tuple[int, str]
+    training_seconds: float
+
+
+def push_and_pull(image_name: str, flavor: str, folder: Path) -> PushPull:
+    """`invoke push` of a built flavor to a TLS + basic-auth registry (twice: the second changes nothing), then, in a
+    throwaway dockerd holding nothing, a pull by the immutable tag (timed) and by digest, `trainrun doctor` and the
+    2-rank training of `invoke train` in the pulled image (network none). The main daemon keeps its images; the
+    registry's tags given to the local image are removed after."""
+    main = docker_client.connect()
+    with tls_registry(folder / "registry") as registry, registry_login():
+        started = time.monotonic()
+        pushed = push_flavor(image_name, flavor, registry.host)
+        push_seconds = time.monotonic() - started
+        try:
+            started = time.monotonic()
+            repushed = push_flavor(image_name, flavor, registry.host)
+            repush_seconds = time.monotonic() - started
+            with throwaway_daemon(folder / "daemon") as second:
+                images_before = len(second.images.list(all=True))
+                started = time.monotonic()
+                by_tag = pull_image(second, registry.host, image_name, pushed.references[0].rpartition(":")[2])
+                pull_seconds = time.monotonic() - started
+                by_digest = pull_image(second, registry.host, image_name,
+                                       pushed.digest_reference.rpartition("@")[2])
+                doctor = docker_client.run_container(
+                    second, {"image": by_tag.reference, "command": ["trainrun", "doctor"], "network_mode": "none"},
+                    timeout=300)
+                started = time.monotonic()
+                training = docker_client.run_container(
+                    second, {"image": by_digest.reference, "command": train_command(2), "shm_size": "1g",
+                             "network_mode": "none"}, timeout=900)
+                training_seconds = time.monotonic() - started
+        finally:
+            for reference in pushed.references:
+                with contextlib.suppress(docker.errors.ImageNotFound):
+                    main.images.remove(reference, noprune=True)
+    return PushPull(pushed, push_seconds, repushed, repush_seconds, images_before, by_tag, pull_seconds, by_digest,
+                    doctor, training, training_seconds)
