@@ -82,6 +82,7 @@ class Registry:
 @contextlib.contextmanager
 def tls_registry(folder: Path) -> Iterator[Registry]:
     """A running registry with TLS and basic auth (USER, PASSWORD); its CA in dockerd's certs.d while it runs."""
+    folder.mkdir(parents=True, exist_ok=True)
     ca, crt, key = make_certificates(folder)
     htpasswd = folder / "htpasswd"
     subprocess.run(["htpasswd", "-Bbc", str(htpasswd), USER, PASSWORD], check=True, capture_output=True)
