@@ -39,6 +39,9 @@ MANIFEST_TYPES = ("application/vnd.docker.distribution.manifest.v2+json",
                   "application/vnd.oci.image.manifest.v1+json",
                   "application/vnd.docker.distribution.manifest.list.v2+json",
                   "application/vnd.oci.image.index.v1+json")
+# Docker Hub's name, and where its /v2/ API answers.
+DOCKER_HUB = ("docker.io", "index.docker.io")
+DOCKER_HUB_API = "registry-1.docker.io"
 _CHALLENGE = re.compile(r'(\w+)="([^"]*)"')
 _NEXT_LINK = re.compile(r'<([^>]+)>\s*;\s*rel="?next"?')
 
@@ -107,6 +110,7 @@ class RegistryClient:
 
     def __init__(self, host: str, creds: Credentials | None, insecure: bool) -> None:
         self.host = host
+        self._api_host = DOCKER_HUB_API if host in DOCKER_HUB else host
         self.credentials = creds
         self._schemes = ["https", "http"] if insecure else ["https"]
         self._context = ssl.create_default_context()
@@ -159,7 +163,7 @@ class RegistryClient:
 
     def _send(self, path: str, headers: dict[str, str], url: str | None = None) -> tuple[int, Any, bytes]:
         while True:
-            request = urllib.request.Request(url or f"{self._schemes[0]}://{self.host}{path}", headers=headers)
+            request = urllib.request.Request(url or f"{self._schemes[0]}://{self._api_host}{path}", headers=headers)
             try:
                 with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._context) as response:
                     return response.status, response.headers, response.read()
