@@ -140,7 +140,7 @@ def test_the_registry_is_verified_against_its_ca(registry, login, tmp_path, monk
     assert _remote(registry).tags("nothing-here") == []
     monkeypatch.setattr(registry_module, "CERTS_DIR", tmp_path)
     with pytest.raises(TrainstackError, match=rf"^the registry {registry.host}'s certificate is not trusted "):
-        _remote(registry).check_access()
+        _remote(registry).tags("nothing-here")
 
 
 def test_pull_by_tag_and_by_digest_into_a_daemon_holding_nothing(client, registry, images, login, tmp_path):

@@ -121,10 +121,6 @@ class RegistryClient:
             for ca in sorted((CERTS_DIR / host).glob("*.crt")):
                 self._context.load_verify_locations(ca)
 
-    def check_access(self) -> None:
-        """Raises, in one line, unless the registry answers and takes the credentials."""
-        self._get("/v2/", scope=None)
-
     def tags(self, name: str) -> list[str]:
         """The tags of repository NAME, none when the registry does not know it."""
         found: list[str] = []
@@ -147,7 +143,7 @@ class RegistryClient:
         digest = headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(body).hexdigest()}"
         return RemoteManifest(digest, json.loads(body))
 
-    def _get(self, path: str, scope: str | None, accept: str | None = None) -> tuple[int, Any, bytes]:
+    def _get(self, path: str, scope: str, accept: str | None = None) -> tuple[int, Any, bytes]:
         """(status, headers, body) of a GET; 404 is an answer, any other failure raises."""
         headers = {"Accept": accept} if accept else {}
         status, answer, body = self._send(path, headers)
@@ -182,7 +178,7 @@ class RegistryClient:
                 raise TrainstackError(f"the registry {self.host} does not answer ({request.full_url}: {reason}); "
                                       "start it, or check the registry named") from None
 
-    def _authorization(self, challenge: str, scope: str | None) -> str:
+    def _authorization(self, challenge: str, scope: str) -> str:
         kind = challenge.partition(" ")[0].lower()
         if kind == "basic":
             if self.credentials is None:
@@ -192,7 +188,7 @@ class RegistryClient:
             raise TrainstackError(f"the registry {self.host} asks for an authentication trainstack does not know: "
                                   f"{challenge!r}")
         params = dict(_CHALLENGE.findall(challenge))
-        query = {"service": params.get("service", "")} | ({"scope": scope} if scope else {})
+        query = {"service": params.get("service", ""), "scope": scope}
         headers = {"Authorization": self._basic()} if self.credentials else {}
         status, _, body = self._send("", headers, f"{params.get('realm', '')}?{urllib.parse.urlencode(query)}")
         if status != 200:
