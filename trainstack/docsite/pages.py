@@ -175,6 +175,65 @@ def _contract_page() -> str:
         f"{', '.join(f'`{role}`' for role in roles)}. {about}", ""])
 
 
+def _tags_page() -> str:
+    import inspect
+
+    from trainstack.image import naming
+    from trainstack.image.docs import markdown_table
+    from trainstack.image.registry import CERTS_DIR, PASSWORD_ENV, USER_ENV
+
+    def prose(function: Callable[..., object]) -> str:
+        return " ".join(inspect.getdoc(function).split())
+
+    example_labels = {naming.CREATED_LABEL: "2026-11-26T01:02:03Z",
+                      naming.REVISION_LABEL: "01a534e1e3b0c7d65a2c9d8f3b7a4e5c6d7f8a9b"}
+    flavors = list(_matrix().flavors.values())
+    example = naming.image_tags(naming.matrix_manifest(flavors[0]), example_labels)
+    kinds = [
+        ["immutable", f"`{example[0]}`", "never",
+         f"the content tag, the UTC date of the label `{naming.CREATED_LABEL}` as "
+         f"{naming.DATE_FORMAT.replace('%Y', 'YYYY').replace('%m', 'MM').replace('%d', 'DD')}, and the first "
+         f"{naming.SHORT_REVISION} hex digits of the label `{naming.REVISION_LABEL}` (the commit built)"],
+        ["content", f"`{example[1]}`", "to each newer build holding these versions",
+         "the image's manifest: flavor, CUDA, Python, torch and TensorFlow major.minor, Horovod's version"],
+        ["flavor", f"`{example[2]}`", "to each newer build of the flavor", "the flavor's name"],
+    ]
+    content_tags = {flavor.name: naming.content_tag(naming.matrix_manifest(flavor)) for flavor in flavors}
+    rows = [[f"`{name}`", f"`{tag}`", f"`{tag}-YYYY.MM.DD-COMMIT`"] for name, tag in content_tags.items()]
+    return "\n".join([
+        "(tags)=", "# Image tags", "",
+        "The tags `invoke build` gives an image and `invoke push` pushes, as `trainstack/image/naming.py` makes "
+        "them: the rules below are its functions' own words, the tags its functions applied to the matrix's "
+        "flavors. The example is a `cpu` build of 2026-11-26 from commit `01a534e`.", "",
+        markdown_table(["tag", "example", "moves", "made from"], kinds), "",
+        prose(naming.image_tags), "",
+        prose(naming.immutable_tag), "",
+        "## Every flavor's tags", "",
+        "The content tags of the versions `images/matrix.yaml` pins; a build with `--set` gets the tags of what it "
+        "installed.", "",
+        markdown_table(["flavor tag", "content tag", "immutable tag"], rows), "",
+        "## Pushing", "",
+        "`invoke push --registry HOST[:PORT][/PATH] [--flavor F]` checks, before the daemon pushes a layer, that "
+        "the registry answers, that it takes the credentials, and that the image's immutable tag is absent there "
+        "or names this very image (the manifest's config digest is the image ID). An immutable tag that names "
+        "another image is refused in one line naming the reference, the registry's manifest and image digests, "
+        "this image's ID and what to do; pushing the same image again changes nothing. A build from the same "
+        "commit on the same day is another image with the same immutable tag, so it is refused too: commit, "
+        "then build again. Two pushes racing for one tag are not caught (the registry's API has no conditional "
+        "write). The push prints each reference, then `REGISTRY/trainstack@sha256:...`, the manifest every tag "
+        "names.", "",
+        f"Credentials: `${USER_ENV}` with `${PASSWORD_ENV}` when set (both), else what `docker login REGISTRY` "
+        "stored (the docker config file and its credential helpers); a registry that refuses them stops the push "
+        "with one line naming the user and where the credentials came from. TLS as dockerd: the system's CAs and "
+        f"`{CERTS_DIR}/HOST:PORT/ca.crt`; a registry dockerd counts as insecure (any on a loopback address, or "
+        "named by `--insecure-registry`) is asked over https without verifying its certificate, then over http, "
+        "as dockerd does.", "",
+        "## Pulling", "",
+        "`docker pull REGISTRY/trainstack:IMMUTABLE-TAG`, or by the digest `invoke push` printed, gives the same "
+        "image whatever was pushed later. `invoke pull --registry REGISTRY [--tag TAG | --flavor F]` asks the "
+        "registry first: a tag (or digest) it does not hold is refused, naming the tags it holds.", ""])
+
+
 GENERATED: tuple[Generated, ...] = (
     Generated("README.md", "matrix-table", "images/matrix.yaml", _flavor_table),
     Generated("README.md", "get-the-images", "trainstack/image/published_images.py", _readme_get_the_images),
@@ -189,6 +248,7 @@ GENERATED: tuple[Generated, ...] = (
     Generated("docs/reference/tasks.md", None, "tasks.py", _tasks_page),
     Generated("docs/reference/template-fields.md", None, "templates/pooltemplates/schema.py", _template_fields_page),
     Generated("docs/reference/image-contract.md", None, "launcher/trainrun/image_contract.py", _contract_page),
+    Generated("docs/reference/tags.md", None, "trainstack/image/naming.py", _tags_page),
 )
 
 HEADER = "<!-- Generated by `invoke docs` from {source}: change that, not this page. -->\n"

@@ -30,7 +30,14 @@ from trainstack.image.manifest import (
     setid_problems,
 )
 from trainstack.image.matrix import REPO_ROOT, Flavor
-from trainstack.image.naming import image_reference, image_tags
+from trainstack.image.naming import (
+    CREATED_FORMAT,
+    CREATED_LABEL,
+    REVISION_LABEL,
+    image_reference,
+    image_tags,
+    immutable_tag,
+)
 from trainstack.image.published import check_published
 from trainstack.image.sbom import sbom_problems
 from trainstack.image.sources import SourceOptions
@@ -77,8 +84,11 @@ def build_image(
     except TrainstackError:
         client.images.remove(image_id, force=True)
         raise
-    tags = [*(image_reference(image_name, tag) for tag in image_tags(manifest)), *(extra_tags or [])]
     image = client.images.get(image_id)
+    tags = [*(image_reference(image_name, tag) for tag in image_tags(manifest, image.labels)), *(extra_tags or [])]
+    if immutable_tag(manifest, image.labels) is None:
+        progress(f"no immutable tag: the image has no {REVISION_LABEL} label (built outside a git checkout), "
+                 "so `invoke push` will refuse it\n")
     for tag in tags:
         repository, _, name = tag.rpartition(":")
         image.tag(repository, name)
@@ -167,10 +177,10 @@ def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progre
 
 
 def _build_labels() -> dict[str, str]:
-    labels = {"org.opencontainers.image.created": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+    labels = {CREATED_LABEL: datetime.now(timezone.utc).strftime(CREATED_FORMAT)}
     revision = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True)
     if revision.returncode == 0:
-        labels["org.opencontainers.image.revision"] = revision.stdout.strip()
+        labels[REVISION_LABEL] = revision.stdout.strip()
     return labels
 
 

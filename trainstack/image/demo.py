@@ -10,10 +10,15 @@ from trainstack.errors import TrainstackError
 EXAMPLE = f"{EXAMPLES_DIR}/horovod_torch_mnist.py"
 
 
+def train_command(processes: int = 2) -> list[str]:
+    """The Horovod + PyTorch example under `trainrun mpi`, as `invoke train` runs it in the image."""
+    return ["trainrun", "mpi", "-np", str(processes), "python", EXAMPLE, "--checkpoint-dir", "/tmp/checkpoints"]
+
+
 def train_in_image(image: str, processes: int = 2) -> None:
     """Runs the Horovod + PyTorch example with `trainrun mpi`, streaming its output; raises if it fails."""
     client = docker_client.connect()
-    command = ["trainrun", "mpi", "-np", str(processes), "python", EXAMPLE, "--checkpoint-dir", "/tmp/checkpoints"]
+    command = train_command(processes)
     print(f"$ docker run --rm --shm-size 1g {image} {' '.join(command)}", file=sys.stderr)
     status, _ = docker_client.run_container(client, {"image": image, "command": command, "shm_size": "1g"},
                                             out=sys.stdout)

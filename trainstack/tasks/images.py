@@ -118,17 +118,39 @@ def base(c, tag=None):
     print(f"{tag or DEFAULT_BASE_TAG} {image_id[:19]}")
 
 
-@task(help={"registry": "registry HOST[:PORT]", "gpu": "push the gpu flavor", "flavor": "any flavor by name"})
+@task(help={"registry": "registry HOST[:PORT][/PATH]", "gpu": "push the gpu flavor", "flavor": "any flavor by name"})
 @reports_errors
 def push(c, registry, gpu=False, flavor=None):
-    """Push a built flavor under its content tag and its short tag."""
+    """Push a built flavor under its immutable tag, then its content tag and its flavor's; an immutable tag that names
+    another image in the registry is never moved. Credentials: $TRAINSTACK_REGISTRY_USER and
+    $TRAINSTACK_REGISTRY_PASSWORD, else those `docker login REGISTRY` stored."""
     from trainstack.image.matrix import load_matrix
     from trainstack.image.publish import push_flavor
 
     image_matrix = load_matrix()
     name = image_matrix.flavor(_flavor_name(gpu, flavor)).name
-    for pushed in push_flavor(image_matrix.image_name, name, registry):
-        print(pushed)
+    pushed = push_flavor(image_matrix.image_name, name, registry)
+    print("\n".join([*pushed.references, pushed.digest_reference]))
+
+
+@task(help={"registry": "registry HOST[:PORT][/PATH]", "tag": "a tag or sha256:DIGEST (default: the flavor's tag)",
+            "gpu": "the gpu flavor's tag", "flavor": "a flavor's tag (default cpu)"})
+@reports_errors
+def pull(c, registry, tag=None, gpu=False, flavor=None):
+    """Pull an image from a registry, checked there first: a tag it does not hold is refused, naming those it holds.
+    Credentials as `invoke push` takes them."""
+    from trainstack import docker_client
+    from trainstack.image.matrix import load_matrix
+    from trainstack.image.naming import check_tag
+    from trainstack.image.publish import check_registry, pull_image
+
+    image_matrix = load_matrix()
+    check_registry(registry)
+    if tag is not None and (gpu or flavor is not None):
+        raise bad_value("--tag", tag, "cannot be given with --gpu or --flavor", "--tag alone, or a flavor alone")
+    chosen = check_tag("--tag", tag) if tag is not None else image_matrix.flavor(_flavor_name(gpu, flavor)).name
+    pulled = pull_image(docker_client.connect(), registry, image_matrix.image_name, chosen)
+    print(f"{pulled.reference}\n{pulled.digest_reference}\n{pulled.image_id}")
 
 
 def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str | None) -> tuple[str, dict]:

@@ -58,6 +58,11 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
         (["push", "--registry", "not a registry!!"],
          "error: --registry = 'not a registry!!': is not a registry (valid: HOST[:PORT][/PATH]"),
         (["push", "--flavor", "tpu", "--registry", "localhost:5000"], "error: --flavor = 'tpu': is not a flavor"),
+        (["pull", "--registry", "not a registry!!"], "error: --registry = 'not a registry!!': is not a registry"),
+        (["pull", "--registry", "localhost:5000", "--tag", "bad tag!"],
+         "error: --tag = 'bad tag!': is not a tag or a digest (valid: a tag such as cpu or "),
+        (["pull", "--registry", "localhost:5000", "--tag", "cpu", "--gpu"],
+         "error: --tag = 'cpu': cannot be given with --gpu or --flavor (valid: --tag alone, or a flavor alone)\n"),
         (["test", "--tier", "units"], "error: --tier = 'units': is not a test tier (valid: unit, integration, image)\n"),
         # invoke's own parse errors, in the same format.
         (["template.render", "local-pool"],

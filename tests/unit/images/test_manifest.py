@@ -4,7 +4,7 @@ import pytest
 
 from trainstack.image.manifest import manifest_mismatches, parse_constraints, pip_check_problems
 from trainstack.image.matrix import load_matrix
-from trainstack.image.naming import content_tag, image_tags
+from trainstack.image.naming import content_tag
 
 CPU_MANIFEST = {
     "flavor": "cpu",
@@ -101,7 +101,6 @@ def test_content_tag_says_what_is_inside():
     gpu.update(flavor="gpu-cu13", packages={"torch": "2.13.0", "horovod": "0.28.1"})
     gpu["libraries"]["cuda"] = "13.0.96"
     assert content_tag(gpu) == "gpu-cu13-cuda13.0-py3.11-torch2.13-hvd0.28.1"
-    assert image_tags(gpu) == ["gpu-cu13-cuda13.0-py3.11-torch2.13-hvd0.28.1", "gpu-cu13"]
 
 
 def test_pip_check_tolerates_only_no_deps_packages(cpu):

@@ -267,10 +267,7 @@ def test_image_tags_are_the_matrix_content_tags() -> None:
     matrix = load_matrix()
     for flavor_name, tag in k8s.IMAGE_TAGS.items():
         flavor = matrix.flavors[flavor_name]
-        packages = {name: flavor.version(name) for name in ("torch", "tensorflow", "horovod") if flavor.version(name)}
-        manifest = {"flavor": flavor_name, "python": flavor.version("python"), "packages": packages,
-                    "libraries": {"cuda": flavor.version("cuda")} if flavor.gpu else {}}
-        assert tag == naming.content_tag(manifest)
+        assert tag == naming.content_tag(naming.matrix_manifest(flavor))
         assert k8s.SPARK_VERSION == flavor.version("pyspark")
     assert k8s.IMAGE_NAME == matrix.image_name
 
