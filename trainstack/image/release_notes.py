@@ -2,7 +2,9 @@
 (/etc/trainstack/manifest.json: versions, and the patches and matrix rules of its build) and its SBOM
 (/etc/trainstack/sbom.cdx.json: every component). `invoke release-notes FROM TO` prints them.
 
-An image built before its manifest recorded patches and rules gets "not recorded" there, never "no change".
+release_notes() is pure (golden-tested from hand-made manifests and SBOMs); read_release_image() reads one image's
+from the docker engine. An image built before its manifest recorded patches and rules gets "not recorded" there,
+never "no change".
 """
 from __future__ import annotations
 
