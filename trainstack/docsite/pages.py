@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from trainrun.image_contract import MANIFEST_PATH, VENV_LAYERS_PATH
+from trainrun.image_contract import MANIFEST_PATH, VENV_DIR, VENV_LAYERS_PATH
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -106,7 +106,7 @@ def _matrix_page() -> str:
     for flavor in matrix.flavors.values():
         lines += [f"(matrix-{flavor.name})=", f"## `{flavor.name}`", "", flavor_details(flavor), ""]
     lines += ["(matrix-venv-layers)=", "## The venv's layers", "",
-              "The image's `/opt/venv` reaches the image as these layers, in this order (the matrix's `venv_layers`): "
+              f"The image's `{VENV_DIR}` reaches the image as these layers, in this order (the matrix's `venv_layers`): "
               "the builder moves each distribution's files, as its RECORD lists them, into its layer's folder, "
               "compiles every pyc again as a checked-hash pyc and gives every file one mtime and owner "
               "(`images/scripts/venv_layers.py`), so a layer whose distributions did not change has the same digest "

@@ -36,7 +36,8 @@ def test_each_image_job_publishes_signs_and_mirrors_its_flavor(job):
 def test_the_publish_script_pushes_to_the_documented_registry_and_signs_by_digest():
     host, owner = published.GHCR_NAMESPACE.split("/")
     assert "registry=ghcr.io/${GITHUB_REPOSITORY_OWNER,,}" in PUBLISH_SCRIPT and host == "ghcr.io"
-    assert owner == "OWNER" and published.DOCKER_HUB_NAMESPACE == "docker.io/OWNER"
+    # The account the images' source label names (org.opencontainers.image.source).
+    assert owner == "trainstack" and published.DOCKER_HUB_NAMESPACE == "docker.io/trainstack"
     assert 'cosign sign --yes "$repository@$digest"' in PUBLISH_SCRIPT
     assert 'cosign sign --yes "$mirror@$digest"' in PUBLISH_SCRIPT
     assert "mirror=docker.io/${DOCKERHUB_USERNAME,,}/" in PUBLISH_SCRIPT
@@ -51,22 +52,22 @@ def test_the_building_page_documents_the_mirror_secrets():
 @pytest.mark.parametrize("ref, signed", [("refs/heads/main", True), ("refs/tags/v1.2.0", True),
                                          ("refs/heads/feature", False), ("refs/pull/7/merge", False)])
 def test_verify_accepts_the_workflow_on_main_and_release_tags_only(ref, signed):
-    identity = f"https://github.com/OWNER/trainstack/{published.WORKFLOW_PATH}@{ref}"
+    identity = f"https://github.com/trainstack/trainstack/{published.WORKFLOW_PATH}@{ref}"
     assert bool(re.fullmatch(published.SIGNER_IDENTITY_REGEXP, identity)) is signed
     assert WORKFLOW[True]["push"] == {"branches": ["main"], "tags": ["v*"]}  # YAML reads the key `on` as True
 
 
 def test_verify_command_names_the_identity_and_githubs_oidc_issuer():
-    command = published.verify_command("ghcr.io/OWNER/trainstack:cpu")
+    command = published.verify_command("ghcr.io/trainstack/trainstack:cpu")
     assert command.startswith("cosign verify --certificate-identity-regexp '^https://github")
     assert command.endswith("--certificate-oidc-issuer https://token.actions.githubusercontent.com "
-                            "ghcr.io/OWNER/trainstack:cpu")
+                            "ghcr.io/trainstack/trainstack:cpu")
 
 
 def test_references_and_content_tags_come_from_the_matrix():
     matrix = load_matrix()
-    assert published.published_reference("cpu") == f"ghcr.io/OWNER/{matrix.image_name}:cpu"
-    assert published.published_digest_reference("sha256:0") == f"ghcr.io/OWNER/{matrix.image_name}@sha256:0"
+    assert published.published_reference("cpu") == f"ghcr.io/trainstack/{matrix.image_name}:cpu"
+    assert published.published_digest_reference("sha256:0") == f"ghcr.io/trainstack/{matrix.image_name}@sha256:0"
     cpu = matrix.flavor("cpu")
     torch = ".".join(cpu.version("torch").split(".")[:2])
     assert published.flavor_content_tag(cpu) == (f"cpu-py{cpu.version('python')}-torch{torch}-tf"
