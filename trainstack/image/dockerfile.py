@@ -47,7 +47,7 @@ VENV_LAYERS_BUILD_REPORT = "/tmp/build/venv-layers.json"
 # The build context's record of what the builder applied (build_context.build_record), which write_manifest.py adds
 # to the manifest, and where the image's last stage reads it.
 BUILD_RECORD = "build-record.json"
-BUILD_RECORD_PATH = f"/tmp/build/{BUILD_RECORD}"
+BUILD_RECORD_PATH = f"/tmp/trainstack-{BUILD_RECORD}"
 # The module that makes `import NAME` of a package the flavor lists as `absent` say why (images/site-packages/), its
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
