@@ -71,6 +71,12 @@ def run_in_image(client: docker.DockerClient, image: str, command: list[str], ti
     return run_container(client, {"image": image, "command": command}, timeout=timeout)
 
 
+def local_references(client: docker.DockerClient, name: str) -> list[str]:
+    """Every tag this engine holds of images named `name`, from any registry (NAME:TAG, HOST/PATH/NAME:TAG)."""
+    return sorted(tag for image in client.images.list() for tag in image.tags
+                  if tag.rpartition(":")[0].rpartition("/")[2] == name)
+
+
 # How pool.up and nodes.up refuse an option: their error type's bad_option (TrainstackError.bad_option).
 BadOption = Callable[[str, Any, str, str], TrainstackError]
 

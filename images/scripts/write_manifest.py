@@ -2,7 +2,9 @@
 
 Writes the manifest (versions read from installed packages and libraries, never copied from
 the matrix) and a pip constraints file pinning every installed distribution, so a later
-`pip install` in the image cannot silently replace part of the stack.
+`pip install` in the image cannot silently replace part of the stack. The build context's record
+(trainstack/image/build_context.py build_record: the patch files applied, with their sha256, and the
+matrix rules that apply) is added as the manifest's `patches` and `rules`, which nothing installed shows.
 """
 from __future__ import annotations
 
@@ -150,7 +152,7 @@ def horovod_links(site_packages: Path) -> dict[str, dict[str, str]]:
     return links
 
 
-def build_manifest(flavor: str) -> dict:
+def build_manifest(flavor: str, build_record: dict) -> dict:
     versions = installed_versions()
     cuda_libraries = {
         key: next((v for name in names if (v := package_version(versions, name))), None)
@@ -163,6 +165,8 @@ def build_manifest(flavor: str) -> dict:
         "packages": {name: v for name in FRAMEWORK_PACKAGES if (v := package_version(versions, name))},
         "libraries": {"openmpi": openmpi_version(), "java": java_version(), **cuda_libraries},
         "horovod": horovod_build(),
+        "patches": build_record["patches"],
+        "rules": build_record["rules"],
     }
     if cuda_libraries["nccl"]:
         manifest["cuda_stack"] = cuda_stack(with_tensorflow=package_version(versions, "tensorflow") is not None)
@@ -193,9 +197,11 @@ def main() -> None:
     parser.add_argument("--flavor", required=True)
     parser.add_argument("--manifest", type=Path, required=True)
     parser.add_argument("--constraints", type=Path, required=True)
+    parser.add_argument("--build-record", type=Path, required=True)
     args = parser.parse_args()
+    build_record = json.loads(args.build_record.read_text())
     args.manifest.parent.mkdir(parents=True, exist_ok=True)
-    args.manifest.write_text(json.dumps(build_manifest(args.flavor), indent=2, sort_keys=True) + "\n")
+    args.manifest.write_text(json.dumps(build_manifest(args.flavor, build_record), indent=2, sort_keys=True) + "\n")
     args.constraints.write_text(constraints(installed_versions()))
 
 

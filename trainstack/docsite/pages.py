@@ -84,6 +84,14 @@ def _site_links() -> str:
     return site_links(REPO_ROOT / "docs")
 
 
+# The golden notes of tests/unit/images/test_release_notes.py, which the release notes page shows as its example.
+RELEASE_NOTES_GOLDEN = "tests/unit/images/golden/release-notes.md"
+
+
+def _release_notes_example() -> str:
+    return "```markdown\n" + (REPO_ROOT / RELEASE_NOTES_GOLDEN).read_text(encoding="utf-8") + "```"
+
+
 def _matrix_page() -> str:
     from trainstack.image.docs import flavor_details, flavor_table, gpu_flavor_table, rules_table, venv_layers_table
 
@@ -242,6 +250,7 @@ GENERATED: tuple[Generated, ...] = (
     Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
     Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
     Generated("docs/contributing/patches.md", "patches-table", "images/matrix.yaml", _patches_table),
+    Generated("docs/reference/release-notes.md", "release-notes-example", RELEASE_NOTES_GOLDEN, _release_notes_example),
     Generated("docs/reference/matrix.md", None, "images/matrix.yaml", _matrix_page),
     Generated("docs/reference/trainrun.md", None, "launcher/trainrun/cli.py", _trainrun_page),
     Generated("docs/reference/pooltemplates.md", None, "templates/pooltemplates/cli.py", _pooltemplates_page),

@@ -1,12 +1,16 @@
 """A flavor's Docker build context: the rendered Dockerfile, its requirement files and the files it copies."""
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
+    BUILD_RECORD,
     IMAGES_DIR,
     SITE_HOOK_FILES,
     absent_packages_data,
@@ -15,7 +19,16 @@ from trainstack.image.dockerfile import (
     login_profile,
     render_dockerfile,
 )
-from trainstack.image.matrix import PATCHED_COMPONENTS, REPO_ROOT, Flavor, component_patches
+from trainstack.image.matrix import (
+    PATCHED_COMPONENTS,
+    PATCHES_DIR,
+    REPO_ROOT,
+    Flavor,
+    Rule,
+    applying_rules,
+    component_patches,
+    load_matrix,
+)
 from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
 from trainstack.image.sources import SourceOptions
 
@@ -35,7 +48,8 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))
     (out_dir / "patches").mkdir()
     for patch in [patch for component in PATCHED_COMPONENTS for patch in component_patches(flavor, component)]:
-        shutil.copyfile(IMAGES_DIR / "patches" / patch, out_dir / "patches" / patch)
+        shutil.copyfile(PATCHES_DIR / patch, out_dir / "patches" / patch)
+    (out_dir / BUILD_RECORD).write_text(json.dumps(build_record(flavor, load_matrix().rules), indent=2) + "\n")
     shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
     _write_site_packages(flavor, out_dir / "site-packages")
     shutil.copytree(REPO_ROOT / "launcher", out_dir / "launcher", ignore=_ignore_build_debris)
@@ -50,6 +64,15 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
         (out_dir / "build-ca").mkdir()
         shutil.copyfile(sources.ca_bundle, out_dir / "build-ca" / "ca-bundle.crt")
     return out_dir
+
+
+def build_record(flavor: Flavor, rules: list[Rule]) -> dict[str, Any]:
+    """What the manifest records of the build beyond what the image holds: each patched component's patch files in
+    the order the builder applies them, each with its sha256, and the ids of the rules that apply to the flavor."""
+    patches = {component: [{"file": name, "sha256": hashlib.sha256((PATCHES_DIR / name).read_bytes()).hexdigest()}
+                           for name in component_patches(flavor, component)]
+               for component in PATCHED_COMPONENTS if component_patches(flavor, component)}
+    return {"patches": patches, "rules": [rule.id for rule in applying_rules(flavor, rules)]}
 
 
 def _write_site_packages(flavor: Flavor, out_dir: Path) -> None:

@@ -44,6 +44,10 @@ HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 # Where the builder splits the venv into its layers (images/scripts/venv_layers.py), and that split's report.
 VENV_LAYERS_BUILD_DIR = "/tmp/build/venv-layers"
 VENV_LAYERS_BUILD_REPORT = "/tmp/build/venv-layers.json"
+# The build context's record of what the builder applied (build_context.build_record), which write_manifest.py adds
+# to the manifest, and where the image's last stage reads it.
+BUILD_RECORD = "build-record.json"
+BUILD_RECORD_PATH = f"/tmp/trainstack-{BUILD_RECORD}"
 # The module that makes `import NAME` of a package the flavor lists as `absent` say why (images/site-packages/), its
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
@@ -137,6 +141,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "examples_dir": image_contract.EXAMPLES_DIR,
         "image_scripts_dir": image_contract.IMAGE_SCRIPTS_DIR,
         "sshd_command": image_contract.SSHD_COMMAND,
+        "build_record": BUILD_RECORD,
+        "build_record_path": BUILD_RECORD_PATH,
         "manifest_path": image_contract.MANIFEST_PATH,
         "sbom_path": image_contract.SBOM_PATH,
         "constraints_path": image_contract.CONSTRAINTS_PATH,

@@ -363,12 +363,15 @@ def _is_version(text: str) -> bool:
     return True
 
 
+def applying_rules(flavor: Flavor, rules: list[Rule]) -> list[Rule]:
+    """The rules whose every `when` the flavor matches: those whose requires it must meet."""
+    return [rule for rule in rules if all(_matches(flavor, key, spec) for key, spec in rule.when.items())]
+
+
 def broken_rules(flavor: Flavor, rules: list[Rule]) -> list[str]:
     """One message per broken rule, naming the rule, the values and the reason."""
     messages = []
-    for rule in rules:
-        if not all(_matches(flavor, key, spec) for key, spec in rule.when.items()):
-            continue
+    for rule in applying_rules(flavor, rules):
         failed = {key: spec for key, spec in rule.require.items() if not _matches(flavor, key, spec)}
         if failed:
             context = ", ".join(f"{key} {_value(flavor, key) or '(absent)'}" for key in rule.when)

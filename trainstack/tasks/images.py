@@ -1,4 +1,4 @@
-"""invoke tasks for the images: matrix, render, build, base, push, sbom, scan, train, test.
+"""invoke tasks for the images: matrix, render, build, base, push, sbom, scan, release-notes, train, test.
 
 Options that depend on the machine default to environment variables, so one machine's setup
 (see ./dev) is written once: TRAINSTACK_BASE_IMAGE, TRAINSTACK_WHEELHOUSE, TRAINSTACK_CA_BUNDLE.
@@ -218,6 +218,26 @@ def scan(c, gpu=False, flavor=None, image=None, sbom=None, require=False, osv_ur
         raise TrainstackError(f"--require: {result.not_scanned_line()}")
     if result.vulnerable:
         raise Exit(code=1)
+
+
+@task(help={"from-image": "the earlier image (FROM, the first argument), e.g. the last release's tag",
+            "to-image": "the later image (TO, the second argument), e.g. trainstack:cpu"})
+@reports_errors
+def release_notes(c, from_image, to_image):
+    """Print Markdown release notes from one image to another, both on this docker engine: the versions, patches,
+    matrix rules and SBOM components that changed, from each image's manifest and SBOM."""
+    from trainstack import docker_client
+    from trainstack.image.matrix import load_matrix
+    from trainstack.image.naming import check_reference
+    from trainstack.image.release_notes import read_release_image, release_notes as notes
+
+    options = {"--from-image": from_image, "--to-image": to_image}
+    for option, reference in options.items():
+        check_reference(option, reference)
+    client = docker_client.connect()
+    image_name = load_matrix().image_name
+    old, new = (read_release_image(client, option, reference, image_name) for option, reference in options.items())
+    print(notes(old, new), end="")
 
 
 @task(help={"gpu": "use the gpu flavor", "flavor": "any flavor by name", "processes": "Horovod ranks"})

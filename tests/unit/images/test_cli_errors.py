@@ -76,6 +76,10 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
          "error: build option = '--no-cahce': is not an option of `invoke build` (valid: --no-cache (the closest); "
          "`invoke --help build` lists them)\n"),
         (["pool.up", "--workers"], "error: --workers = '': needs a value (valid: `invoke pool.up --workers VALUE`"),
+        (["release-notes", "BAD REF", "trainstack:cpu"],
+         "error: --from-image = 'BAD REF': is not a docker image reference (valid: [REGISTRY/]NAME[:TAG]"),
+        (["release-notes", "trainstack:cpu"], "error: --to-image = '': is required by `invoke release-notes`"),
+        (["release-notes", "trainstack:a", "trainstack:b"], "error: docker: the daemon is not reachable"),
         (["build"], "error: docker: the daemon is not reachable"),
         (["push", "--registry", "localhost:5000"], "error: docker: the daemon is not reachable"),
     ],
