@@ -31,10 +31,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from trainrun.image_contract import VENV_LAYERS_PATH
 from trainstack import docker_client
 from trainstack.image.build import BUILD_DIR, run_build
 from trainstack.image.build_context import write_build_context
-from trainstack.image.dockerfile import render_dockerfile
 from trainstack.image.matrix import load_matrix
 from trainstack.image.naming import flavor_image
 from trainstack.image.sources import sources_for
@@ -43,8 +43,9 @@ RESULTS = Path(__file__).parent / "results" / "image_layers.json"
 MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 LARGEST_LAYER_GOAL_GB = 5.0
 LAUNCHER_ONLY_GOAL_MB = 5.0
-VENV_LAYER_COPY = re.compile(r"^COPY --from=builder \S+/venv-layers/([\w.-]+)/ /$")
-LAYER_INSTRUCTIONS = ("RUN ", "COPY ", "ADD ")
+# History rows: the venv's layers are the COPYs of a folder into /; a #(nop) row makes a layer only for COPY or ADD.
+VENV_LAYER_COPY = re.compile(r"#\(nop\) COPY dir:\w+ in / $")
+LAYER_COMMENT = re.compile(r"#\(nop\) (COPY|ADD) ")
 CHANGES = ("launcher-only", "deepspeed-patch", "torch-bump")
 TORCH_BUMP = "torch-bump"
 DEEPSPEED_PATCH = "deepspeed-0.19.8-portable-cpu-ops.patch"
@@ -95,29 +96,31 @@ def pushed_layers(client, registry: str, image: str) -> list[dict]:
         client.images.remove(f"{repository}:{tag}", noprune=True)
 
 
-def layer_names(flavor_name: str, count: int) -> list[str]:
-    """What made each of an image's `count` layers, bottom first: the rendered Dockerfile's layer-making
-    instructions of the runtime-os stage and of the image's own stage, below them the base image's layers."""
-    dockerfile = render_dockerfile(load_matrix().flavor(flavor_name))
-    runtime_os = dockerfile.split("# --- builder:")[0]
-    image = dockerfile.split("# --- the image ---")[1]
+def layer_names(client, image: str) -> list[str]:
+    """What made each of the image's layers, bottom first, from its history: the instruction, or, for the venv's
+    layers (the COPYs into /), the layer's name from the image's own venv-layers.json, which lists them in order."""
+    status, text = docker_client.run_in_image(client, image, ["cat", VENV_LAYERS_PATH])
+    venv_layers = iter(json.loads(text) if status == 0 else [])
     names = []
-    for stage in (runtime_os, image):
-        for line in stage.splitlines():
-            if line.startswith(LAYER_INSTRUCTIONS):
-                venv_layer = VENV_LAYER_COPY.match(line)
-                names.append(f"venv: {venv_layer.group(1)}" if venv_layer else line[:90])
-    return [*(["base image"] * (count - len(names))), *names]
+    for row in reversed(client.api.history(image)):
+        created_by = row["CreatedBy"]
+        if "#(nop)" in created_by and not LAYER_COMMENT.search(created_by):
+            continue
+        if VENV_LAYER_COPY.search(created_by):
+            names.append(f"venv: {next(venv_layers)}")
+        else:
+            names.append(" ".join(created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").split())[:90]
+                         or "base image")
+    return names
 
 
 def uncompressed_sizes(client, image: str) -> list[int]:
     """Each layer's size on disk, bottom first, from the image's history (whose metadata rows make no layer)."""
-    rows = reversed(client.api.history(image))
-    return [row["Size"] for row in rows
-            if "#(nop)" not in row["CreatedBy"] or re.search(r"#\(nop\) (COPY|ADD) ", row["CreatedBy"])]
+    return [row["Size"] for row in reversed(client.api.history(image))
+            if "#(nop)" not in row["CreatedBy"] or LAYER_COMMENT.search(row["CreatedBy"])]
 
 
-def table(image: str, flavor_name: str) -> dict:
+def table(image: str) -> dict:
     client = docker_client.connect()
     diff_ids = client.images.get(image).attrs["RootFS"]["Layers"]
     with local_registry() as registry:
@@ -127,7 +130,7 @@ def table(image: str, flavor_name: str) -> dict:
         sys.exit(f"error: {image}: {len(sizes)} layer rows in its history, {len(layers)} layers in its manifest")
     rows = [{"layer": name, "size_mb": round(size / 1e6, 1), "compressed_mb": round(layer["size"] / 1e6, 1),
              "diff_id": diff_id}
-            for name, size, layer, diff_id in zip(layer_names(flavor_name, len(layers)), sizes, layers, diff_ids)]
+            for name, size, layer, diff_id in zip(layer_names(client, image), sizes, layers, diff_ids)]
     return {"image": image, "layers": rows, "as_pulled_mb": round(sum(layer["size"] for layer in layers) / 1e6, 1),
             "size_on_disk_gb": round(client.images.get(image).attrs["Size"] / 1e9, 3),
             "largest_layer_gb": round(max(sizes) / 1e9, 3),
@@ -167,7 +170,7 @@ def repull(before: str, change: str, flavor_name: str) -> dict:
     with local_registry() as registry:
         pushed_layers(client, registry, before)
         layers = pushed_layers(client, registry, after)
-    names = layer_names(flavor_name, len(layers))
+    names = layer_names(client, after)
     if change == TORCH_BUMP:
         first = names.index("venv: torch")
     else:
@@ -180,12 +183,12 @@ def repull(before: str, change: str, flavor_name: str) -> dict:
             "first_changed_layer": names[first] if first < len(names) else None, "layers_resent": resent}
 
 
-def digests(image: str, build: str, flavor_name: str) -> dict:
+def digests(image: str, build: str) -> dict:
     client = docker_client.connect()
     diff_ids = client.images.get(image).attrs["RootFS"]["Layers"]
     return {"image": image, "build": build,
             "layers": [{"layer": name, "diff_id": diff_id}
-                       for name, diff_id in zip(layer_names(flavor_name, len(diff_ids)), diff_ids)]}
+                       for name, diff_id in zip(layer_names(client, image), diff_ids)]}
 
 
 def compare_builds(records: dict) -> dict:
@@ -221,13 +224,13 @@ def main() -> None:
     digests_parser.add_argument("--flavor", default="cpu")
     args = parser.parse_args()
     if args.command == "table":
-        result = table(args.image or flavor_image(args.flavor), args.flavor)
+        result = table(args.image or flavor_image(args.flavor))
         merge_result([args.flavor, "table"], result)
     elif args.command == "repull":
         result = repull(flavor_image(args.flavor), args.change, args.flavor)
         merge_result([args.flavor, "repull", args.change], result)
     else:
-        result = digests(args.image, args.build, args.flavor)
+        result = digests(args.image, args.build)
         results = merge_result([args.flavor, "builds", args.build], result)
         if len(results[args.flavor]["builds"]) >= 2:
             merge_result([args.flavor, "builds_compared"], compare_builds(results[args.flavor]["builds"]))
