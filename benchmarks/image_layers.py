@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import socket
 import subprocess
@@ -140,7 +141,8 @@ def table(image: str) -> dict:
 
 def changed_context(flavor_name: str, change: str) -> Path:
     """The flavor's build context with one change made in it."""
-    flavor = load_matrix().flavor(flavor_name)
+    base = os.environ.get("TRAINSTACK_BASE_IMAGE")  # as invoke build takes it (./dev sets it)
+    flavor = load_matrix().flavor(flavor_name, {"base_image": base} if base else {})
     context = write_build_context(flavor, sources_for(flavor), BUILD_DIR / f"{flavor_name}-{change}")
     if change == "launcher-only":
         with (context / "launcher" / "trainrun" / "__init__.py").open("a") as module:
