@@ -4,6 +4,7 @@ whether two builds gave the same layers.
     python benchmarks/image_layers.py table [--flavor cpu] [--image REF]
     python benchmarks/image_layers.py repull --change {launcher-only,deepspeed-patch,torch-bump} [--flavor cpu]
     python benchmarks/image_layers.py digests --image REF --build NAME
+    python benchmarks/image_layers.py pyc-check [--flavor cpu]
 
 The images are pushed to a registry started here (Debian's docker-registry on 127.0.0.1, which docker trusts
 without TLS), so the compressed sizes are the registry's: what a pull downloads. A pull re-sends the first layer
@@ -13,6 +14,8 @@ whose chain differs from the image it has and every layer above it (docker pull 
 image's layers from the first one that differs. A torch bump cannot be built here (no other CPU torch wheel is
 reachable): its figure is the sum from the torch layer up, which is what such a bump re-sends by the same rule.
 `digests` records a build's layer diff IDs; two records of the same flavor are compared layer by layer.
+`pyc-check` times, in the image, importing the frameworks with the checked-hash pycs checked (Python's default) and
+not (`--check-hash-based-pycs never`), alternately: what the layers' reproducible pycs cost each process.
 
 Each run merges its figures into benchmarks/results/image_layers.json.
 """
@@ -193,6 +196,29 @@ def digests(image: str, build: str) -> dict:
                        for name, diff_id in zip(layer_names(client, image), diff_ids)]}
 
 
+PYC_CHECK_IMPORTS = "import torch, tensorflow, horovod.torch, pyspark.ml.torch.distributor, deepspeed"
+PYC_CHECK_SCRIPT = f"""
+import json, statistics, subprocess, time
+times = {{"checked": [], "unchecked": []}}
+for _ in range(5):
+    for case, mode in (("checked", "default"), ("unchecked", "never")):
+        start = time.perf_counter()
+        subprocess.run(["python", "--check-hash-based-pycs", mode, "-c", {PYC_CHECK_IMPORTS!r}], capture_output=True,
+                       check=True)
+        times[case].append(time.perf_counter() - start)
+print(json.dumps({{case: round(statistics.median(values), 3) for case, values in times.items()}}))
+"""
+
+
+def pyc_check(image: str) -> dict:
+    status, output = docker_client.run_in_image(docker_client.connect(), image, ["python", "-c", PYC_CHECK_SCRIPT])
+    if status != 0:
+        sys.exit(f"error: {image}: {output.strip()[-500:]}")
+    medians = json.loads(output.strip().splitlines()[-1])
+    return {"image": image, "imports": PYC_CHECK_IMPORTS, "median_s": medians,
+            "checked_over_unchecked": round(medians["checked"] / medians["unchecked"], 3)}
+
+
 def compare_builds(records: dict) -> dict:
     """Layer by layer, whether two recorded builds of a flavor gave the same diff ID."""
     first, second = list(records.values())[-2:]
@@ -224,6 +250,8 @@ def main() -> None:
     digests_parser.add_argument("--image", required=True)
     digests_parser.add_argument("--build", required=True)
     digests_parser.add_argument("--flavor", default="cpu")
+    pyc_parser = commands.add_parser("pyc-check")
+    pyc_parser.add_argument("--flavor", default="cpu")
     args = parser.parse_args()
     if args.command == "table":
         result = table(args.image or flavor_image(args.flavor))
@@ -231,6 +259,9 @@ def main() -> None:
     elif args.command == "repull":
         result = repull(flavor_image(args.flavor), args.change, args.flavor)
         merge_result([args.flavor, "repull", args.change], result)
+    elif args.command == "pyc-check":
+        result = pyc_check(flavor_image(args.flavor))
+        merge_result([args.flavor, "pyc_check"], result)
     else:
         result = digests(args.image, args.build)
         results = merge_result([args.flavor, "builds", args.build], result)
