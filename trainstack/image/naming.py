@@ -45,6 +45,17 @@ def registry_repository(registry: str, image_name: str) -> tuple[str, str]:
     return host, f"{path}/{image_name}" if path else image_name
 
 
+def split_reference(reference: str) -> tuple[str | None, str, str]:
+    """(the registry's HOST[:PORT], or None for docker's default one; the repository; the tag, latest when none) of
+    a reference REFERENCE matches. As docker reads it, a first component with a dot or a port, or localhost, is a
+    registry: localhost:5000/trainstack:cpu -> (localhost:5000, trainstack, cpu)."""
+    first, slash, rest = reference.partition("/")
+    host = first if slash and ("." in first or ":" in first or first == "localhost") else None
+    path = rest if host else reference
+    name, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
+    return host, name, tag if colon else "latest"
+
+
 def flavor_image(flavor: str, registry: str | None = None) -> str:
     """The reference `invoke build` tags a flavor with (image name from the matrix), e.g. trainstack:cpu."""
     return image_reference(load_matrix().image_name, flavor, registry)
