@@ -67,7 +67,8 @@ def push_sbom(remote: RegistryClient, name: str, image_digest: str, sbom: bytes)
     if found is None:
         raise TrainstackError(f"the registry {remote.host} holds no manifest {image_digest} in {name} to attach "
                               "the SBOM to")
-    subject = descriptor(json.loads(found[1])["mediaType"], found[1])
+    # mediaType is optional in an OCI manifest (and set in every docker one).
+    subject = descriptor(json.loads(found[1]).get("mediaType", OCI_MANIFEST), found[1])
     remote.put_blob(name, EMPTY_BYTES)
     remote.put_blob(name, sbom)
     manifest = artifact_manifest(SBOM_ARTIFACT_TYPE, subject, sbom, SBOM_TITLE)

@@ -18,6 +18,9 @@ REFERENCE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMP
 
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# Tags of what stands beside an image rather than images: the referrers tag schema's index (the SBOM artifact) and
+# cosign's signatures, sha256-<hex of the image digest>[.sig].
+ATTACHMENT_TAG = re.compile(r"sha256-[0-9a-f]{64}(?:\.sig)?")
 
 LABEL_PREFIX = "io.trainstack"
 FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"

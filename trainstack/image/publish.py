@@ -27,6 +27,7 @@ from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
 from trainstack.image.naming import (
+    ATTACHMENT_TAG,
     REVISION_LABEL,
     image_reference,
     image_tags,
@@ -159,7 +160,7 @@ def pull_image(client: docker.DockerClient, registry: str, image_name: str, tag:
     try:
         manifest = remote.manifest(name, tag)
         if manifest is None:
-            tags = sorted(remote.tags(name))
+            tags = sorted(tag for tag in remote.tags(name) if not ATTACHMENT_TAG.fullmatch(tag))
             raise bad_value("--tag", tag, f"is not in {registry}/{image_name}",
                             ", ".join(tags) if tags else "none: the registry holds no tag of it; `invoke push` first")
     except TrainstackError as exc:

@@ -29,14 +29,14 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.hazmat.primitives.kdf.scrypt import Scrypt
 
 from trainstack.errors import TrainstackError, bad_value
-from trainstack.image.artifacts import descriptor, referrers_tag
+from trainstack.image.artifacts import OCI_MANIFEST, descriptor, referrers_tag
+from trainstack.image.naming import image_reference
 from trainstack.image.registry import RegistryClient
 
 PASSPHRASE_ENV = "TRAINSTACK_SIGN_PASSPHRASE"
 PRIVATE_KEY_TYPES = ("ENCRYPTED SIGSTORE PRIVATE KEY", "ENCRYPTED COSIGN PRIVATE KEY")
 PAYLOAD_MEDIA_TYPE = "application/vnd.dev.cosign.simplesigning.v1+json"
 SIGNATURE_ANNOTATION = "dev.cosignproject.cosign/signature"
-OCI_MANIFEST = "application/vnd.oci.image.manifest.v1+json"
 CONFIG_MEDIA_TYPE = "application/vnd.oci.image.config.v1+json"
 PAYLOAD_TYPE = "cosign container image signature"
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -157,7 +157,7 @@ def verify_signature(remote: RegistryClient, name: str, reference: str, public_k
     """The manifest digest of NAME:REFERENCE (a tag or digest) once a signature of it by `public_key` is found
     there, whose payload names that digest; else the error, one line."""
     image = remote.manifest(name, reference)
-    shown = f"{remote.host}/{name}{'@' if reference.startswith('sha256:') else ':'}{reference}"
+    shown = image_reference(name, reference, remote.host)
     if image is None:
         raise TrainstackError(f"verify: the registry {remote.host} holds no image {shown}")
     layers = _signature_layers(remote, name, image.digest)

@@ -16,7 +16,8 @@ from trainstack.image.artifacts import (
     referrers_tag,
     with_referrer,
 )
-from trainstack.image.naming import split_reference
+from trainstack.image.naming import ATTACHMENT_TAG, TAG, split_reference
+from trainstack.image.signing import signature_tag
 
 GOLDEN = Path(__file__).parent / "golden" / "sbom-artifact.json"
 SUBJECT = descriptor("application/vnd.docker.distribution.manifest.v2+json", b'{"schemaVersion":2}')
@@ -38,6 +39,10 @@ def test_the_artifact_manifest_is_golden_and_refers_to_the_image():
 def test_the_referrers_tag_and_index():
     digest = "sha256:" + "ab" * 32
     assert referrers_tag(digest) == "sha256-" + "ab" * 32
+    # Tags, but of what stands beside the image: `invoke pull` does not offer them as images.
+    assert all(TAG.fullmatch(tag) and ATTACHMENT_TAG.fullmatch(tag)
+               for tag in (referrers_tag(digest), signature_tag(digest)))
+    assert not ATTACHMENT_TAG.fullmatch("cpu-py3.11-torch2.13-tf2.21-hvd0.28.1")
     first = descriptor(OCI_MANIFEST, b"first", artifactType=SBOM_ARTIFACT_TYPE)
     second = descriptor(OCI_MANIFEST, b"second", artifactType="application/spdx+json")
     index = with_referrer(None, first)
