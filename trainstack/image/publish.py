@@ -14,8 +14,8 @@ one immutable tag are not caught: the registry's API has no conditional write.
 from __future__ import annotations
 
 import json
-from typing import Any
 from dataclasses import dataclass, replace
+from typing import Any
 
 import docker
 import docker.errors
@@ -26,6 +26,7 @@ from trainrun.image_contract import MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
+from trainstack.image.artifacts import pull_sbom, push_sbom
 from trainstack.image.naming import (
     ATTACHMENT_TAG,
     REVISION_LABEL,
@@ -35,7 +36,6 @@ from trainstack.image.naming import (
     registry_repository,
     split_reference,
 )
-from trainstack.image.artifacts import pull_sbom, push_sbom
 from trainstack.image.registry import RegistryClient, credentials, insecure
 from trainstack.image.sbom import image_sbom_text, parse_sbom
 from trainstack.image.signing import SigningKey, load_public_key, sign_image, verify_signature
@@ -102,8 +102,8 @@ def push_image(client: docker.DockerClient, image: Image, registry: str, image_n
                sbom: bytes | None = None, sign_key: SigningKey | None = None) -> Pushed:
     """Pushes `image` as REGISTRY/IMAGE_NAME under `tags` in their order, the first being its immutable tag, once
     the registry answered, took the credentials, and showed that tag absent or naming this image; then `sbom` as an
-    artifact referring to it, then its signature with `sign_key`. Each step is
-    done again unchanged by a new push, so a push that failed after the tags is completed by running it again."""
+    artifact referring to it, then its signature with `sign_key`. A new push repeats each step without changing
+    what is there, so a push that failed after the tags is completed by running it again."""
     remote = registry_client(client, check_registry(registry))
     _, name = registry_repository(registry, image_name)
     immutable = image_reference(image_name, tags[0], registry)
@@ -171,7 +171,6 @@ def pull_image(client: docker.DockerClient, registry: str, image_name: str, tag:
             raise TrainstackError(f"pull: {reference}: {line['error'].strip()}")
     image = client.images.get(reference)
     return Pulled(reference, image.id, image_reference(image_name, manifest.digest, registry), manifest.layer_bytes)
-
 
 
 def registry_sbom(client: docker.DockerClient, reference: str) -> tuple[str, dict[str, Any]]:
