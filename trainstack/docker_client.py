@@ -71,6 +71,15 @@ def run_in_image(client: docker.DockerClient, image: str, command: list[str], ti
     return run_container(client, {"image": image, "command": command}, timeout=timeout)
 
 
+def has_image(client: docker.DockerClient, image: str) -> bool:
+    """Whether this engine holds `image` (nothing is pulled)."""
+    try:
+        client.images.get(image)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
 def local_references(client: docker.DockerClient, name: str) -> list[str]:
     """Every tag this engine holds of images named `name`, from any registry (NAME:TAG, HOST/PATH/NAME:TAG)."""
     return sorted(tag for image in client.images.list() for tag in image.tags

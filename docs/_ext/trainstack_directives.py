@@ -6,7 +6,7 @@ show a command, cell or message that nothing runs:
   both take `:image: published` to show the image CI publishes (ghcr.io/OWNER/trainstack:cpu) instead of the one a
   build here tags (trainstack:cpu);
 - `{published-image} STEP`: getting and checking a published image (`pull`, `pull-mirror`, `pin`, `verify`,
-  `check`), the commands made by trainstack/image/published_images.py from what the CI workflow publishes;
+  `check`, `sbom`), the commands made by trainstack/image/published_images.py from what the CI workflow publishes;
 - `{notebook-cell} NOTEBOOK CELL_ID`: a cell of examples/notebooks/NOTEBOOK.ipynb, which the image tier executes;
 - `{raised-by}`: the error families a catalogue entry explains (`PATH ErrorClass` a line), with the messages the
   code makes; the build warns about a family the code no longer raises and one no entry names;
@@ -150,6 +150,7 @@ class PublishedImageDirective(SphinxDirective):
                     published.pull_command(published.published_digest_reference("sha256:DIGEST"))],
             "verify": [published.verify_command(reference)],
             "check": published.check_commands(reference),
+            "sbom": [published.sbom_command(reference)],
         }
         step = self.arguments[0]
         if step not in steps:

@@ -230,6 +230,11 @@ def _tags_page() -> str:
         "then build again. Two pushes racing for one tag are not caught (the registry's API has no conditional "
         "write). The push prints each reference, then `REGISTRY/trainstack@sha256:...`, the manifest every tag "
         "names.", "",
+        "Beside the image's tags stand tags that are not images: after the tags, `invoke push` pushes the image's "
+        "SBOM as an OCI artifact referring to its digest, which a registry without the referrers API lists in the "
+        "index tagged `sha256-<hex of the digest>` (the OCI distribution spec's referrers tag schema), and "
+        "`--sign-key` adds cosign's signature tag, `sha256-<hex of the digest>.sig`. `invoke pull` leaves the tags "
+        f"matching `{naming.ATTACHMENT_TAG.pattern}` out of those it names ({{ref}}`building-push`).", "",
         f"Credentials: `${USER_ENV}` with `${PASSWORD_ENV}` when set (both), else what `docker login REGISTRY` "
         "stored (the docker config file and its credential helpers); a registry that refuses them stops the push "
         "with one line naming the user and where the credentials came from. TLS as dockerd: the system's CAs and "

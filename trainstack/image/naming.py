@@ -18,6 +18,9 @@ REFERENCE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMP
 
 TAG = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+# Tags of what stands beside an image rather than images: the referrers tag schema's index (the SBOM artifact) and
+# cosign's signatures, sha256-<hex of the image digest>[.sig].
+ATTACHMENT_TAG = re.compile(r"sha256-[0-9a-f]{64}(?:\.sig)?")
 
 LABEL_PREFIX = "io.trainstack"
 FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"
@@ -43,6 +46,17 @@ def registry_repository(registry: str, image_name: str) -> tuple[str, str]:
     (ghcr.io, org/trainstack)."""
     host, _, path = registry.partition("/")
     return host, f"{path}/{image_name}" if path else image_name
+
+
+def split_reference(reference: str) -> tuple[str | None, str, str]:
+    """(the registry's HOST[:PORT], or None for docker's default one; the repository; the tag, latest when none) of
+    a reference REFERENCE matches. As docker reads it, a first component with a dot or a port, or localhost, is a
+    registry: localhost:5000/trainstack:cpu -> (localhost:5000, trainstack, cpu)."""
+    first, slash, rest = reference.partition("/")
+    host = first if slash and ("." in first or ":" in first or first == "localhost") else None
+    path = rest if host else reference
+    name, colon, tag = path.rpartition(":") if ":" in path else (path, "", "")
+    return host, name, tag if colon else "latest"
 
 
 def flavor_image(flavor: str, registry: str | None = None) -> str:

@@ -1,8 +1,10 @@
 """Pushes a built flavor to a registry under its tags (trainstack.image.naming.image_tags), and pulls one back.
 
 The manifest and the SBOM are files in the image (/etc/trainstack/), so each pushed tag, being the same image,
-carries both: `docker run --rm REF cat /etc/trainstack/sbom.cdx.json` (or `invoke sbom --image REF`) reads the
-SBOM of any pushed tag. An image without them (built before they existed) is not pushed.
+carries both: `docker run --rm REF cat /etc/trainstack/sbom.cdx.json` reads the SBOM of any pushed tag. After the
+tags, the SBOM is pushed beside the image as an artifact referring to its digest (trainstack.image.artifacts), which
+`invoke sbom --image REF` reads without pulling the image; then, with a key, the digest is signed
+(trainstack.image.signing). An image without a manifest or SBOM (built before they existed) is not pushed.
 
 Before the daemon pushes a layer, the registry must answer and take the credentials (trainstack.image.registry),
 and the image's immutable tag must be absent there or name this very image (its manifest's config digest is the
@@ -12,7 +14,8 @@ one immutable tag are not caught: the registry's API has no conditional write.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import docker
 import docker.errors
@@ -23,15 +26,19 @@ from trainrun.image_contract import MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
 from trainstack.console import report
 from trainstack.errors import TrainstackError, bad_value
+from trainstack.image.artifacts import pull_sbom, push_sbom
 from trainstack.image.naming import (
+    ATTACHMENT_TAG,
     REVISION_LABEL,
     image_reference,
     image_tags,
     immutable_tag,
     registry_repository,
+    split_reference,
 )
 from trainstack.image.registry import RegistryClient, credentials, insecure
-from trainstack.image.sbom import read_image_sbom
+from trainstack.image.sbom import image_sbom_text, parse_sbom
+from trainstack.image.signing import SigningKey, load_public_key, sign_image, verify_signature
 
 LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 
@@ -40,6 +47,8 @@ LAYER_DONE = ("Pushed", "Layer already exists", "Mounted from")
 class Pushed:
     references: list[str]  # REGISTRY/NAME:TAG, in the order pushed
     digest_reference: str  # REGISTRY/NAME@sha256:..., the manifest every tag names
+    sbom_reference: str | None = None  # REGISTRY/NAME@sha256:... of the SBOM artifact referring to it
+    signed: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,8 +71,9 @@ def registry_client(client: docker.DockerClient, registry: str) -> RegistryClien
     return RegistryClient(host, credentials(host), insecure(host, client.info().get("RegistryConfig") or {}))
 
 
-def push_flavor(image_name: str, flavor: str, registry: str) -> Pushed:
-    """Pushes `image_name:flavor` as REGISTRY/image_name under its immutable, content and flavor tags."""
+def push_flavor(image_name: str, flavor: str, registry: str, sign_key: SigningKey | None = None) -> Pushed:
+    """Pushes `image_name:flavor` as REGISTRY/image_name under its immutable, content and flavor tags, then its SBOM
+    beside it, then signs it with `sign_key` where given."""
     check_registry(registry)
     client = docker_client.connect()
     local = image_reference(image_name, flavor)
@@ -79,17 +89,21 @@ def push_flavor(image_name: str, flavor: str, registry: str) -> Pushed:
         raise TrainstackError(f"push: {local} has no {REVISION_LABEL} label (built outside a git checkout), so no "
                               "immutable tag names it; build it from a git checkout of trainstack")
     try:
-        sbom = read_image_sbom(client, local)
+        sbom_text = image_sbom_text(client, local)
+        sbom = parse_sbom(sbom_text, f"{local}:{SBOM_PATH}")
     except TrainstackError as exc:
         raise TrainstackError(f"push: {exc}") from None
     report(f"push {local}: its SBOM {SBOM_PATH} ({len(sbom['components'])} components) goes with every tag")
-    return push_image(client, image, registry, image_name, image_tags(manifest, image.labels))
+    return push_image(client, image, registry, image_name, image_tags(manifest, image.labels), sbom_text.encode(),
+                      sign_key)
 
 
-def push_image(client: docker.DockerClient, image: Image, registry: str, image_name: str,
-               tags: list[str]) -> Pushed:
+def push_image(client: docker.DockerClient, image: Image, registry: str, image_name: str, tags: list[str],
+               sbom: bytes | None = None, sign_key: SigningKey | None = None) -> Pushed:
     """Pushes `image` as REGISTRY/IMAGE_NAME under `tags` in their order, the first being its immutable tag, once
-    the registry answered, took the credentials, and showed that tag absent or naming this image."""
+    the registry answered, took the credentials, and showed that tag absent or naming this image; then `sbom` as an
+    artifact referring to it, then its signature with `sign_key`. A new push repeats each step without changing
+    what is there, so a push that failed after the tags is completed by running it again."""
     remote = registry_client(client, check_registry(registry))
     _, name = registry_repository(registry, image_name)
     immutable = image_reference(image_name, tags[0], registry)
@@ -118,7 +132,23 @@ def push_image(client: docker.DockerClient, image: Image, registry: str, image_n
                 report(f"push {reference}: {line.get('id', '?')}: {line['status'].lower()}")
             digest = line.get("aux", {}).get("Digest", digest)
         pushed.append(reference)
-    return Pushed(pushed, image_reference(image_name, digest, registry))
+    done = Pushed(pushed, image_reference(image_name, digest, registry))
+    after = f"(pushed before it: {', '.join(pushed)}; `invoke push` again completes it)"
+    if sbom is not None:
+        try:
+            artifact = push_sbom(remote, name, digest, sbom)
+        except TrainstackError as exc:
+            raise TrainstackError(f"push: the SBOM of {done.digest_reference}: {exc} {after}") from None
+        done = replace(done, sbom_reference=image_reference(image_name, artifact, registry))
+        report(f"push {done.digest_reference}: its SBOM, as the artifact {done.sbom_reference}")
+    if sign_key is not None:
+        try:
+            added = sign_image(remote, name, repository, digest, sign_key)
+        except TrainstackError as exc:
+            raise TrainstackError(f"push: the signature of {done.digest_reference}: {exc} {after}") from None
+        done = replace(done, signed=True)
+        report(f"push {done.digest_reference}: {'signed' if added else 'signed already'} with {sign_key.path}")
+    return done
 
 
 def pull_image(client: docker.DockerClient, registry: str, image_name: str, tag: str) -> Pulled:
@@ -130,7 +160,7 @@ def pull_image(client: docker.DockerClient, registry: str, image_name: str, tag:
     try:
         manifest = remote.manifest(name, tag)
         if manifest is None:
-            tags = sorted(remote.tags(name))
+            tags = sorted(tag for tag in remote.tags(name) if not ATTACHMENT_TAG.fullmatch(tag))
             raise bad_value("--tag", tag, f"is not in {registry}/{image_name}",
                             ", ".join(tags) if tags else "none: the registry holds no tag of it; `invoke push` first")
     except TrainstackError as exc:
@@ -142,3 +172,30 @@ def pull_image(client: docker.DockerClient, registry: str, image_name: str, tag:
     image = client.images.get(reference)
     return Pulled(reference, image.id, image_reference(image_name, manifest.digest, registry), manifest.layer_bytes)
 
+
+def registry_sbom(client: docker.DockerClient, reference: str) -> tuple[str, dict[str, Any]]:
+    """(where it came from, the SBOM) of REFERENCE, an image this engine does not hold, from the SBOM artifact
+    `invoke push` put beside it in its registry: the image is not pulled."""
+    host, name, tag = split_reference(reference)
+    valid = "an image here (`docker images`), or REGISTRY/NAME:TAG of an image `invoke push` pushed with its SBOM"
+    if host is None:
+        raise bad_value("--image", reference, "is not an image here and names no registry", valid)
+    try:
+        found = pull_sbom(registry_client(client, host), name, tag)
+    except TrainstackError as exc:
+        raise TrainstackError(f"sbom: {exc}") from None
+    if found is None:
+        raise bad_value("--image", reference, f"is not an image here and {host} holds no SBOM of it", valid)
+    digest, document = found
+    origin = f"{image_reference(name, digest, host)} (the SBOM artifact referring to it)"
+    return origin, parse_sbom(document.decode(), origin)
+
+
+def verify_image(client: docker.DockerClient, reference: str, public_key: str) -> str:
+    """The manifest digest of REFERENCE (REGISTRY/NAME:TAG) once a signature of it by the key in file `public_key`
+    is found in its registry (nothing is pulled); else the error, one line."""
+    key = load_public_key("--key", public_key)
+    host, name, tag = split_reference(reference)
+    if host is None:
+        raise bad_value("--image", reference, "names no registry", "REGISTRY/NAME:TAG, e.g. ghcr.io/org/trainstack:cpu")
+    return verify_signature(registry_client(client, host), name, tag, key, public_key)

@@ -61,6 +61,11 @@ def verify_command(reference: str) -> str:
                        "--certificate-oidc-issuer", OIDC_ISSUER, reference])
 
 
+def sbom_command(reference: str) -> str:
+    """`invoke sbom` from a checkout: the SBOM artifact `invoke push` put beside the image, read without pulling it."""
+    return shlex.join(["invoke", "sbom", "--image", reference, "--out", "sbom.cdx.json"])
+
+
 def check_commands(reference: str) -> list[str]:
     """Reading what an image holds: trainrun's report of the image and the machine, and the image's SBOM."""
     return [shlex.join(["docker", "run", "--rm", reference, "trainrun", "doctor"]),

@@ -1,6 +1,7 @@
 """A registry's HTTP API (distribution's /v2/) as `invoke push` and `invoke pull` read it before the daemon moves
 anything: whether it answers and takes the credentials, a repository's tags, and the manifest a tag names (its
-digest, its config digest, which is the image ID, and its layers).
+digest, its config digest, which is the image ID, and its layers); and the blobs and manifests of the artifacts
+pushed beside an image (trainstack.image.artifacts).
 
 Credentials: TRAINSTACK_REGISTRY_USER with TRAINSTACK_REGISTRY_PASSWORD when set, else what `docker login` stored for
 the registry (the docker config file, its credential helpers included), else none; the same ones go to the daemon.
@@ -136,30 +137,79 @@ class RegistryClient:
 
     def manifest(self, name: str, reference: str) -> RemoteManifest | None:
         """The manifest REFERENCE (a tag or a digest) of repository NAME; None when there is none."""
+        found = self.manifest_bytes(name, reference, ", ".join(MANIFEST_TYPES))
+        return RemoteManifest(found[0], json.loads(found[1])) if found else None
+
+    def manifest_bytes(self, name: str, reference: str, accept: str) -> tuple[str, bytes] | None:
+        """(digest, the exact bytes) of manifest REFERENCE of media types `accept`; None when there is none."""
         status, headers, body = self._get(f"/v2/{name}/manifests/{reference}", scope=f"repository:{name}:pull",
-                                          accept=", ".join(MANIFEST_TYPES))
+                                          accept=accept)
         if status == 404:
             return None
-        digest = headers.get("Docker-Content-Digest") or f"sha256:{hashlib.sha256(body).hexdigest()}"
-        return RemoteManifest(digest, json.loads(body))
+        return headers.get("Docker-Content-Digest") or _digest(body), body
+
+    def referrers(self, name: str, digest: str) -> dict[str, Any] | None:
+        """The index of the manifests referring to DIGEST from the referrers API (OCI distribution 1.1); None from a
+        registry without that API."""
+        status, headers, body = self._get(f"/v2/{name}/referrers/{digest}", scope=f"repository:{name}:pull")
+        if status == 404 or not headers.get("Content-Type", "").startswith("application/vnd.oci.image.index"):
+            return None
+        return json.loads(body)
+
+    def blob(self, name: str, digest: str) -> bytes | None:
+        """Blob DIGEST of repository NAME, checked against its digest; None when there is none."""
+        status, _, body = self._get(f"/v2/{name}/blobs/{digest}", scope=f"repository:{name}:pull")
+        if status == 404:
+            return None
+        if _digest(body) != digest:
+            raise TrainstackError(f"the registry {self.host} gave {name}'s blob {digest} with other bytes "
+                                  f"({_digest(body)})")
+        return body
+
+    def put_blob(self, name: str, data: bytes) -> str:
+        """Uploads `data` as a blob of repository NAME (once: a blob already there is not sent again); its digest."""
+        digest = _digest(data)
+        scope = f"repository:{name}:pull,push"
+        status, _, _ = self._request("HEAD", f"/v2/{name}/blobs/{digest}", scope, ok=(200, 404))
+        if status == 200:
+            return digest
+        _, started, _ = self._request("POST", f"/v2/{name}/blobs/uploads/", scope, ok=(202,))
+        location = urllib.parse.urlsplit(started.get("Location", ""))
+        query = "&".join(filter(None, [location.query, urllib.parse.urlencode({"digest": digest})]))
+        self._request("PUT", f"{location.path}?{query}", scope, ok=(201,), data=data,
+                      headers={"Content-Type": "application/octet-stream"})
+        return digest
+
+    def put_manifest(self, name: str, reference: str, body: bytes, media_type: str) -> tuple[str, Any]:
+        """Puts manifest `body` under REFERENCE (a tag or its digest) of repository NAME; (its digest, the answer's
+        headers)."""
+        _, headers, _ = self._request("PUT", f"/v2/{name}/manifests/{reference}", f"repository:{name}:pull,push",
+                                      ok=(201,), data=body, headers={"Content-Type": media_type})
+        return headers.get("Docker-Content-Digest") or _digest(body), headers
 
     def _get(self, path: str, scope: str, accept: str | None = None) -> tuple[int, Any, bytes]:
         """(status, headers, body) of a GET; 404 is an answer, any other failure raises."""
-        headers = {"Accept": accept} if accept else {}
-        status, answer, body = self._send(path, headers)
+        return self._request("GET", path, scope, ok=(200, 404), headers={"Accept": accept} if accept else {})
+
+    def _request(self, method: str, path: str, scope: str, ok: tuple[int, ...], data: bytes | None = None,
+                 headers: dict[str, str] | None = None) -> tuple[int, Any, bytes]:
+        headers = dict(headers or {})
+        status, answer, body = self._send(path, headers, method=method, data=data)
         if status == 401:
             headers["Authorization"] = self._authorization(answer.get("WWW-Authenticate", ""), scope)
-            status, answer, body = self._send(path, headers)
+            status, answer, body = self._send(path, headers, method=method, data=data)
             if status == 401:
                 raise self._refused()
-        if status not in (200, 404):
-            raise TrainstackError(f"the registry {self.host} answered HTTP {status} to GET {path}: "
+        if status not in ok:
+            raise TrainstackError(f"the registry {self.host} answered HTTP {status} to {method} {path}: "
                                   f"{body[:200].decode(errors='replace').strip()}")
         return status, answer, body
 
-    def _send(self, path: str, headers: dict[str, str], url: str | None = None) -> tuple[int, Any, bytes]:
+    def _send(self, path: str, headers: dict[str, str], url: str | None = None, method: str = "GET",
+              data: bytes | None = None) -> tuple[int, Any, bytes]:
         while True:
-            request = urllib.request.Request(url or f"{self._schemes[0]}://{self._api_host}{path}", headers=headers)
+            request = urllib.request.Request(url or f"{self._schemes[0]}://{self._api_host}{path}", headers=headers,
+                                             method=method, data=data)
             try:
                 with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._context) as response:
                     return response.status, response.headers, response.read()
@@ -207,3 +257,7 @@ class RegistryClient:
         return TrainstackError(f"the registry {self.host} refused the credentials of user "
                                f"{self.credentials.username!r} (from {self.credentials.origin}): wrong user or "
                                f"password; `docker login {self.host}` again, or set ${USER_ENV} and ${PASSWORD_ENV}")
+
+
+def _digest(data: bytes) -> str:
+    return f"sha256:{hashlib.sha256(data).hexdigest()}"

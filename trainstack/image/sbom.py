@@ -4,7 +4,8 @@ images/scripts/write_sbom.py writes it inside the image at build time, at identi
 manifest: a CycloneDX 1.5 document whose components are the venv's distributions (pkg:pypi purls; the
 project's own trainrun and pooltemplates carry no purl) and the installed Debian packages (pkg:deb purls with
 the source package as the property `debian:source`). It lives in the image, so every tag of the image, local or
-pushed, carries it.
+pushed, carries it; `invoke push` also pushes it beside the image as an artifact referring to it
+(trainstack.image.artifacts), read from the registry without pulling the image.
 """
 from __future__ import annotations
 
@@ -28,10 +29,15 @@ LOCAL_REF_PREFIX = "trainstack:"
 
 def read_image_sbom(client: docker.DockerClient, image: str) -> dict[str, Any]:
     """The SBOM inside `image`; raises when it has none (an image built before SBOMs existed)."""
+    return parse_sbom(image_sbom_text(client, image), f"{image}:{SBOM_PATH}")
+
+
+def image_sbom_text(client: docker.DockerClient, image: str) -> str:
+    """The SBOM file inside `image` as it is; raises when it has none."""
     status, text = docker_client.run_in_image(client, image, ["cat", SBOM_PATH])
     if status != 0:
         raise TrainstackError(f"{image} has no SBOM at {SBOM_PATH}; rebuild it with `invoke build`")
-    return parse_sbom(text, f"{image}:{SBOM_PATH}")
+    return text
 
 
 def parse_sbom(text: str, origin: str) -> dict[str, Any]:

@@ -118,18 +118,23 @@ def base(c, tag=None):
     print(f"{tag or DEFAULT_BASE_TAG} {image_id[:19]}")
 
 
-@task(help={"registry": "registry HOST[:PORT][/PATH]", "gpu": "push the gpu flavor", "flavor": "any flavor by name"})
+@task(help={"registry": "registry HOST[:PORT][/PATH]", "gpu": "push the gpu flavor", "flavor": "any flavor by name",
+            "sign-key": "sign the pushed image with this cosign private key (needs skopeo); its passphrase in "
+                        "$TRAINSTACK_SIGN_PASSPHRASE"})
 @reports_errors
-def push(c, registry, gpu=False, flavor=None):
+def push(c, registry, gpu=False, flavor=None, sign_key=None):
     """Push a built flavor under its immutable tag, then its content tag and its flavor's; an immutable tag that names
-    another image in the registry is never moved. Credentials: $TRAINSTACK_REGISTRY_USER and
-    $TRAINSTACK_REGISTRY_PASSWORD, else those `docker login REGISTRY` stored."""
+    another image in the registry is never moved. Then its SBOM as an artifact referring to the image, and, with
+    --sign-key, its signature. Credentials: $TRAINSTACK_REGISTRY_USER and $TRAINSTACK_REGISTRY_PASSWORD, else those
+    `docker login REGISTRY` stored."""
     from trainstack.image.matrix import load_matrix
     from trainstack.image.publish import push_flavor
+    from trainstack.image.signing import PASSPHRASE_ENV, load_signing_key
 
     image_matrix = load_matrix()
     name = image_matrix.flavor(_flavor_name(gpu, flavor)).name
-    pushed = push_flavor(image_matrix.image_name, name, registry)
+    key = load_signing_key("--sign-key", sign_key, os.environ.get(PASSPHRASE_ENV)) if sign_key is not None else None
+    pushed = push_flavor(image_matrix.image_name, name, registry, key)
     print("\n".join([*pushed.references, pushed.digest_reference]))
 
 
@@ -153,8 +158,21 @@ def pull(c, registry, tag=None, gpu=False, flavor=None):
     print(f"{pulled.reference}\n{pulled.digest_reference}\n{pulled.image_id}")
 
 
+@task(help={"image": "the image, REGISTRY/NAME:TAG", "key": "the public key file (cosign.pub)"})
+@reports_errors
+def verify(c, image, key):
+    """Check that an image in a registry carries a signature by KEY (cosign's format, as `invoke push --sign-key`
+    makes it), without pulling it; print its digest. Credentials as `invoke push` takes them."""
+    from trainstack import docker_client
+    from trainstack.image.naming import check_reference
+    from trainstack.image.publish import verify_image
+
+    print(verify_image(docker_client.connect(), check_reference("--image", image), key))
+
+
 def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str | None) -> tuple[str, dict]:
-    """(where it came from, the SBOM): a file, an image reference, or a built flavor's image."""
+    """(where it came from, the SBOM): a file, an image reference (an image here, else a registry's SBOM artifact
+    of it, read without pulling the image), or a built flavor's image."""
     from trainstack.image.sbom import parse_sbom
 
     if sbom_file:
@@ -166,11 +184,15 @@ def _image_sbom(gpu: bool, flavor: str | None, image: str | None, sbom_file: str
     from trainstack import docker_client
     from trainstack.image.matrix import load_matrix
     from trainstack.image.naming import check_reference, flavor_image
+    from trainstack.image.publish import registry_sbom
     from trainstack.image.sbom import read_image_sbom
 
     reference = check_reference("--image", image) if image else flavor_image(
         load_matrix().flavor(_flavor_name(gpu, flavor)).name)
-    return f"{reference}:{SBOM_PATH}", read_image_sbom(docker_client.connect(), reference)
+    client = docker_client.connect()
+    if image and not docker_client.has_image(client, reference):
+        return registry_sbom(client, reference)
+    return f"{reference}:{SBOM_PATH}", read_image_sbom(client, reference)
 
 
 SBOM_HELP = {"gpu": "the gpu flavor's image", "flavor": "a flavor's image (default cpu)",

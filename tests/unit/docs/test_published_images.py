@@ -81,3 +81,8 @@ def test_the_readme_starts_with_the_pull():
     first_command = next(line for line in readme.splitlines() if line.startswith("$ ") or line.startswith("./"))
     assert first_command == f"$ {published.pull_command(published.published_reference('cpu'))}"
     assert readme.index("## Get the images") < readme.index("## Two commands on a fresh machine")
+
+
+def test_the_sbom_command_reads_the_registry_artifact_of_the_published_image():
+    assert published.sbom_command("ghcr.io/trainstack/trainstack:cpu") == (
+        "invoke sbom --image ghcr.io/trainstack/trainstack:cpu --out sbom.cdx.json")

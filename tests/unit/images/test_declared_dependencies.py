@@ -9,7 +9,7 @@ from packaging.requirements import Requirement
 
 REPO = Path(__file__).resolve().parents[3]
 # Import names that differ from their distribution's name.
-DISTRIBUTION_OF = {"yaml": "pyyaml"}
+DISTRIBUTION_OF = {"yaml": "pyyaml", "nacl": "pynacl"}
 
 
 def imported_top_level_names() -> dict[str, str]:
