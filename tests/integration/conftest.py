@@ -1,8 +1,11 @@
 """Fixtures for real launches on this host (helpers live in launch_helpers.py)."""
 from __future__ import annotations
 
+import contextlib
 import sys
 
+import docker
+import docker.errors
 import pytest
 from fault_harness import trainrun_env
 from launch_helpers import (
@@ -14,6 +17,9 @@ from launch_helpers import (
     read_reports,
     run_trainrun,
 )
+from registries import PASSWORD, USER, tiny_image, tls_registry
+
+from trainstack.image.registry import PASSWORD_ENV, USER_ENV
 
 
 @pytest.fixture(scope="session")
@@ -41,3 +47,37 @@ def backend_reports(tmp_path_factory: pytest.TempPathFactory):
         return cache[backend]
 
     return launch
+
+
+# The registry tests' (test_registry_push_pull, test_registry_sbom_signature): the main daemon, a TLS + basic-auth
+# registry, tiny images removed after each test, and the registry's credentials in the environment.
+@pytest.fixture(scope="module")
+def client():
+    return docker.from_env(timeout=300)
+
+
+@pytest.fixture(scope="module")
+def registry(tmp_path_factory):
+    with tls_registry(tmp_path_factory.mktemp("registry")) as running:
+        yield running
+
+
+@pytest.fixture
+def images(client):
+    """Makes tiny images in the main daemon; removes them, with every tag the test gave them, after."""
+    made = []
+
+    def make(content: str):
+        made.append(tiny_image(client, content))
+        return made[-1]
+
+    yield make
+    for image in made:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            client.images.remove(image.id, force=True)
+
+
+@pytest.fixture
+def login(monkeypatch):
+    monkeypatch.setenv(USER_ENV, USER)
+    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)

@@ -4,60 +4,22 @@ answer, a tag it does not hold, an immutable tag that would move), each one line
 by tag and by digest into a daemon holding nothing. The cpu image's own push and pull: tests/image/test_publish.py."""
 from __future__ import annotations
 
-import contextlib
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import docker
-import docker.errors
 import pytest
-from registries import PASSWORD, USER, free_port, throwaway_daemon, tiny_image, tls_registry
+from registries import PASSWORD, TAGS, USER, free_port, registry_api, throwaway_daemon
 
 from trainstack.errors import TrainstackError
 from trainstack.image import registry as registry_module
 from trainstack.image.matrix import REPO_ROOT
 from trainstack.image.publish import pull_image, push_image
-from trainstack.image.registry import PASSWORD_ENV, USER_ENV, RegistryClient, credentials
-
-TAGS = ["cpu-py3.11-torch2.13-tf2.21-hvd0.28.1-2026.11.26-01a534e", "cpu-py3.11-torch2.13-tf2.21-hvd0.28.1", "cpu"]
+from trainstack.image.registry import PASSWORD_ENV, USER_ENV, credentials
 
 
-@pytest.fixture(scope="module")
-def client():
-    return docker.from_env(timeout=300)
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with tls_registry(tmp_path_factory.mktemp("registry")) as running:
-        yield running
-
-
-@pytest.fixture
-def images(client):
-    """Makes tiny images in the main daemon; removes them, with every tag the test gave them, after."""
-    made = []
-
-    def make(content: str):
-        made.append(tiny_image(client, content))
-        return made[-1]
-
-    yield make
-    for image in made:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            client.images.remove(image.id, force=True)
-
-
-@pytest.fixture
-def login(monkeypatch):
-    monkeypatch.setenv(USER_ENV, USER)
-    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
-
-
-def _remote(registry) -> RegistryClient:
-    return RegistryClient(registry.host, credentials(registry.host), insecure=False)
 
 
 def _invoke(*args: str, **env: str) -> subprocess.CompletedProcess:
@@ -82,7 +44,7 @@ def test_wrong_or_missing_credentials_push_nothing(client, registry, images, mon
         push_image(client, image, registry.host, name, TAGS)
     monkeypatch.setenv(USER_ENV, USER)
     monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
-    assert _remote(registry).tags(name) == []
+    assert registry_api(registry).tags(name) == []
 
 
 def test_half_given_credentials_are_refused(monkeypatch):
@@ -116,7 +78,7 @@ def test_an_immutable_tag_never_moves_and_a_repush_changes_nothing(client, regis
                               f"(manifest {pushed.digest_reference.rpartition('@')[2]}, image {first.id}), not this "
                               f"one ({second.id}), and an immutable tag never moves; nothing was pushed: ")
     assert "\n" not in message
-    remote = _remote(registry)
+    remote = registry_api(registry)
     assert {tag: remote.manifest(name, tag).config_digest for tag in TAGS} == dict.fromkeys(TAGS, first.id)
     # A new build's immutable tag moves the floating ones.
     moved = push_image(client, second, registry.host, name, ["cpu-py3.11-torch2.13-tf2.21-hvd0.28.1-2026.11.27-abcdef0",
@@ -133,14 +95,14 @@ def test_pull_names_the_tags_the_registry_holds(client, registry, images, login)
                      **{USER_ENV: USER, PASSWORD_ENV: PASSWORD})
     assert result.returncode == 2
     assert result.stderr == (f"error: pull: --tag = 'cpu-py3.11-2026.01.01-0000000': is not in {registry.host}/{name} "
-                             f"(valid: {', '.join(sorted(_remote(registry).tags(name)))})\n")
+                             f"(valid: {', '.join(sorted(registry_api(registry).tags(name)))})\n")
 
 
 def test_the_registry_is_verified_against_its_ca(registry, login, tmp_path, monkeypatch):
-    assert _remote(registry).tags("nothing-here") == []
+    assert registry_api(registry).tags("nothing-here") == []
     monkeypatch.setattr(registry_module, "CERTS_DIR", tmp_path)
     with pytest.raises(TrainstackError, match=rf"^the registry {registry.host}'s certificate is not trusted "):
-        _remote(registry).tags("nothing-here")
+        registry_api(registry).tags("nothing-here")
 
 
 def test_pull_by_tag_and_by_digest_into_a_daemon_holding_nothing(client, registry, images, login, tmp_path):

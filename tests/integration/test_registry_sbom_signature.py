@@ -5,7 +5,6 @@ by `invoke verify` with the public key and no image pulled, refused for another 
 one line each."""
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import subprocess
@@ -14,55 +13,19 @@ import sys
 import docker
 import docker.errors
 import pytest
-from registries import PASSWORD, USER, tiny_image, tls_registry
+from registries import PASSWORD, TAGS, USER, registry_api
 from signing_keys import write_key_pair
 
 from trainstack.image.artifacts import SBOM_ARTIFACT_TYPE, referrers, referrers_tag
 from trainstack.image.matrix import REPO_ROOT
 from trainstack.image.publish import push_image
-from trainstack.image.registry import PASSWORD_ENV, USER_ENV, RegistryClient, credentials
+from trainstack.image.registry import PASSWORD_ENV, USER_ENV
 from trainstack.image.signing import PASSPHRASE_ENV, load_signing_key, signature_tag
 
-TAGS = ["cpu-py3.11-torch2.13-tf2.21-hvd0.28.1-2026.11.26-01a534e", "cpu-py3.11-torch2.13-tf2.21-hvd0.28.1", "cpu"]
 SBOM = {"bomFormat": "CycloneDX", "specVersion": "1.5", "version": 1,
         "components": [{"type": "library", "name": "torch", "version": "2.13.0+cpu", "purl": "pkg:pypi/torch@2.13.0"}]}
 PASSPHRASE = "test-passphrase"
 
-
-@pytest.fixture(scope="module")
-def client():
-    return docker.from_env(timeout=300)
-
-
-@pytest.fixture(scope="module")
-def registry(tmp_path_factory):
-    with tls_registry(tmp_path_factory.mktemp("registry")) as running:
-        yield running
-
-
-@pytest.fixture
-def images(client):
-    """Makes tiny images in the main daemon; removes them, with every tag the test gave them, after."""
-    made = []
-
-    def make(content: str):
-        made.append(tiny_image(client, content))
-        return made[-1]
-
-    yield make
-    for image in made:
-        with contextlib.suppress(docker.errors.ImageNotFound):
-            client.images.remove(image.id, force=True)
-
-
-@pytest.fixture
-def login(monkeypatch):
-    monkeypatch.setenv(USER_ENV, USER)
-    monkeypatch.setenv(PASSWORD_ENV, PASSWORD)
-
-
-def _remote(registry) -> RegistryClient:
-    return RegistryClient(registry.host, credentials(registry.host), insecure=False)
 
 
 def _invoke(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -76,7 +39,7 @@ def test_the_sbom_is_pushed_beside_the_image_and_read_without_pulling_it(client,
     sbom = json.dumps(SBOM).encode()
     pushed = push_image(client, image, registry.host, name, TAGS, sbom)
     digest = pushed.digest_reference.rpartition("@")[2]
-    remote = _remote(registry)
+    remote = registry_api(registry)
     # distribution 2.8 has no referrers API: the referrers tag lists the artifact.
     assert referrers_tag(digest) in remote.tags(name)
     [entry] = referrers(remote, name, digest, SBOM_ARTIFACT_TYPE)
@@ -121,7 +84,7 @@ def test_a_signed_image_verifies_with_its_key_only(client, registry, images, log
     pushed = push_image(client, image, registry.host, name, TAGS, sign_key=key)
     assert pushed.signed
     digest = pushed.digest_reference.rpartition("@")[2]
-    remote = _remote(registry)
+    remote = registry_api(registry)
     assert signature_tag(digest) == f"sha256-{digest[7:]}.sig" and signature_tag(digest) in remote.tags(name)
     # Pushing again adds no second signature of the same key.
     push_image(client, image, registry.host, name, TAGS, sign_key=key)

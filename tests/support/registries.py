@@ -29,11 +29,13 @@ import docker.errors
 from trainstack import docker_client
 from trainstack.image.demo import train_command
 from trainstack.image.publish import Pulled, Pushed, pull_image, push_flavor
-from trainstack.image.registry import PASSWORD_ENV, USER_ENV
+from trainstack.image.registry import PASSWORD_ENV, USER_ENV, RegistryClient, credentials
 
 CERTS_DIR = Path("/etc/docker/certs.d")
 USER = "trainer"
 PASSWORD = "registry-test-password"
+# A flavor's tags as a build gives them, in push order: immutable, content, flavor.
+TAGS = ["cpu-py3.11-torch2.13-tf2.21-hvd0.28.1-2026.11.26-01a534e", "cpu-py3.11-torch2.13-tf2.21-hvd0.28.1", "cpu"]
 START_TIMEOUT_S = 60
 
 
@@ -255,3 +257,8 @@ def push_and_pull(image_name: str, flavor: str, folder: Path) -> PushPull:
                     main.images.remove(reference, noprune=True)
     return PushPull(pushed, push_seconds, repushed, repush_seconds, images_before, by_tag, pull_seconds, by_digest,
                     doctor, training, training_seconds)
+
+
+def registry_api(registry: Registry) -> RegistryClient:
+    """The registry's /v2/ API as invoke push and pull reach it, with the credentials the environment gives."""
+    return RegistryClient(registry.host, credentials(registry.host), insecure=False)
