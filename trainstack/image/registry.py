@@ -90,6 +90,18 @@ def insecure(host: str, registry_config: dict[str, Any]) -> bool:
     return any(ipaddress.ip_address(address) in network for address in addresses for network in networks)
 
 
+class _CredentialsStayHome(urllib.request.HTTPRedirectHandler):
+    """Follows a redirect without the registry's Authorization where it leads to another host: registries send blob
+    downloads to a storage host (ghcr.io's, Docker Hub's CDN), whose signed URL is its own authorization."""
+
+    def redirect_request(self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any,
+                         newurl: str) -> urllib.request.Request | None:
+        new = super().redirect_request(req, fp, code, msg, headers, newurl)
+        if new is not None and urllib.parse.urlsplit(newurl).netloc != urllib.parse.urlsplit(req.full_url).netloc:
+            new.remove_header("Authorization")
+        return new
+
+
 @dataclass(frozen=True)
 class RemoteManifest:
     digest: str  # what `docker pull REGISTRY/NAME@DIGEST` takes
@@ -211,7 +223,9 @@ class RegistryClient:
             request = urllib.request.Request(url or f"{self._schemes[0]}://{self._api_host}{path}", headers=headers,
                                              method=method, data=data)
             try:
-                with urllib.request.urlopen(request, timeout=TIMEOUT_S, context=self._context) as response:
+                opener = urllib.request.build_opener(urllib.request.HTTPSHandler(context=self._context),
+                                                     _CredentialsStayHome())
+                with opener.open(request, timeout=TIMEOUT_S) as response:
                     return response.status, response.headers, response.read()
             except urllib.error.HTTPError as exc:
                 return exc.code, exc.headers, exc.read()

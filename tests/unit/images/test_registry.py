@@ -2,12 +2,21 @@
 registries the daemon counts as insecure, how a registry and a tag or digest make a reference."""
 import base64
 import json
+import urllib.request
 
 import pytest
 
 from trainstack.errors import TrainstackError
 from trainstack.image.naming import check_tag, image_reference, registry_repository
-from trainstack.image.registry import PASSWORD_ENV, USER_ENV, Credentials, RemoteManifest, credentials, insecure
+from trainstack.image.registry import (
+    PASSWORD_ENV,
+    USER_ENV,
+    Credentials,
+    RemoteManifest,
+    _CredentialsStayHome,
+    credentials,
+    insecure,
+)
 
 DAEMON_DEFAULT = {"InsecureRegistryCIDRs": ["127.0.0.0/8"], "IndexConfigs": {"docker.io": {"Secure": True}}}
 DIGEST = "sha256:" + "ab" * 32
@@ -60,3 +69,12 @@ def test_registry_paths_tags_and_digests_make_references() -> None:
     assert check_tag("--tag", DIGEST) == DIGEST
     with pytest.raises(TrainstackError, match=r"^--tag = 'sha256:ab': is not a tag or a digest"):
         check_tag("--tag", "sha256:ab")
+
+
+@pytest.mark.parametrize(("target", "kept"), [("https://127.0.0.1:5000/v2/t/blobs/x?part=2", True),
+                                              ("https://cdn.example/blobs/x?signature=abc", False)])
+def test_a_redirect_to_another_host_does_not_carry_the_registrys_credentials(target, kept):
+    request = urllib.request.Request("https://127.0.0.1:5000/v2/t/blobs/x", headers={"Authorization": "Basic eDp5"})
+    redirected = _CredentialsStayHome().redirect_request(request, None, 307, "Temporary Redirect", {}, target)
+    assert redirected.full_url == target
+    assert redirected.has_header("Authorization") is kept
