@@ -65,7 +65,9 @@ def deepspeed_build(flavor: Flavor) -> DeepSpeedBuild | None:
     if "deepspeed" not in flavor.components:
         return None
     ops = list(flavor.field("deepspeed", "prebuilt_ops") or [])
-    env = {"DS_ACCELERATOR": accelerator(flavor), "DS_BUILD_OPS": "0"}
+    # PYTHONHASHSEED: DeepSpeed's setup.py lists its `all` extra from a set, so its METADATA and RECORD, and the
+    # image's horovod-deepspeed layer, came out in another order in each build.
+    env = {"DS_ACCELERATOR": accelerator(flavor), "DS_BUILD_OPS": "0", "PYTHONHASHSEED": "0"}
     env.update({OP_BUILD_VARS[op]: "1" for op in ops})
     if flavor.field("deepspeed", "cpu_march"):
         env["DS_CPU_MARCH"] = str(flavor.field("deepspeed", "cpu_march"))
