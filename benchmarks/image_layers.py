@@ -100,28 +100,27 @@ def pushed_layers(client, registry: str, image: str) -> list[dict]:
         client.images.remove(f"{repository}:{tag}", noprune=True)
 
 
-def layer_names(client, image: str) -> list[str]:
-    """What made each of the image's layers, bottom first, from its history: the instruction, or, for the venv's
-    layers (the COPYs into /), the layer's name from the image's own venv-layers.json, which lists them in order."""
+def history_layers(client, image: str) -> list[tuple[str, int]]:
+    """(what made it, its size on disk) for each of the image's layers, bottom first, from its history, whose
+    metadata rows make no layer: the instruction, or, for the venv's layers (the COPYs into /), the layer's name from
+    the image's own venv-layers.json, which lists them in order."""
     status, text = docker_client.run_in_image(client, image, ["cat", VENV_LAYERS_PATH])
     venv_layers = iter(json.loads(text) if status == 0 else [])
-    names = []
+    layers = []
     for row in reversed(client.api.history(image)):
         created_by = row["CreatedBy"]
         if "#(nop)" in created_by and not LAYER_COMMENT.search(created_by):
             continue
         if VENV_LAYER_COPY.search(created_by):
-            names.append(f"venv: {next(venv_layers)}")
+            name = f"venv: {next(venv_layers)}"
         else:
-            names.append(" ".join(created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").split())[:90]
-                         or "base image")
-    return names
+            name = " ".join(created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").split())[:90] or "base image"
+        layers.append((name, row["Size"]))
+    return layers
 
 
-def uncompressed_sizes(client, image: str) -> list[int]:
-    """Each layer's size on disk, bottom first, from the image's history (whose metadata rows make no layer)."""
-    return [row["Size"] for row in reversed(client.api.history(image))
-            if "#(nop)" not in row["CreatedBy"] or LAYER_COMMENT.search(row["CreatedBy"])]
+def layer_names(client, image: str) -> list[str]:
+    return [name for name, _ in history_layers(client, image)]
 
 
 def table(image: str) -> dict:
@@ -129,12 +128,13 @@ def table(image: str) -> dict:
     diff_ids = client.images.get(image).attrs["RootFS"]["Layers"]
     with local_registry() as registry:
         layers = pushed_layers(client, registry, image)
-    sizes = uncompressed_sizes(client, image)
+    history = history_layers(client, image)
+    sizes = [size for _, size in history]
     if len(sizes) != len(layers):
         sys.exit(f"error: {image}: {len(sizes)} layer rows in its history, {len(layers)} layers in its manifest")
     rows = [{"layer": name, "size_mb": round(size / 1e6, 1), "compressed_mb": round(layer["size"] / 1e6, 1),
              "diff_id": diff_id}
-            for name, size, layer, diff_id in zip(layer_names(client, image), sizes, layers, diff_ids)]
+            for (name, size), layer, diff_id in zip(history, layers, diff_ids)]
     return {"image": image, "layers": rows, "as_pulled_mb": round(sum(layer["size"] for layer in layers) / 1e6, 1),
             "size_on_disk_gb": round(client.images.get(image).attrs["Size"] / 1e9, 3),
             "largest_layer_gb": round(max(sizes) / 1e9, 3),
