@@ -387,7 +387,7 @@ def _value(flavor: Flavor, key: str) -> str | None:
     if field:
         value = flavor.field(component, field)
         return str(value) if value not in (None, "", []) else None
-    return flavor.version(component)
+    return flavor.version(component) or flavor.python_packages.get(component)
 
 
 def _matches(flavor: Flavor, key: str, spec: str) -> bool:

@@ -19,24 +19,36 @@ CPU_MANIFEST = {
         "tensor_operations": ["MPI", "Gloo"],
     },
 }
-CPU_CONSTRAINTS = """cloudpickle==3.1.2
+CPU_CONSTRAINTS = """accelerate==1.15.0
+cloudpickle==3.1.2
+datasets==5.2.0
 deepspeed==0.19.8
 horovod==0.28.1
 ipykernel==7.4.0
 ipywidgets==8.1.9
 jupyterlab==4.6.6
+lightning==2.6.6
+matplotlib==3.11.2
+mlflow==3.17.2
 mpi4py==4.1.2
 nbclient==0.11.0
 nbconvert==7.17.2
 pandas==2.3.3
+peft==0.21.2
 psutil==7.2.2
-pyarrow==26.0.1
+pyarrow==25.0.1
 pyspark==4.3.0
+pytorch-lightning==2.6.6
+safetensors==0.8.0
+scikit-learn==1.9.1
 spark-tensorflow-distributor==1.0.0
 tensorboard==2.20.0
 tensorflow-cpu==2.21.0
 tf_keras==2.21.0
+tokenizers==0.23.3
 torch==2.13.0+cpu
+torchmetrics==1.9.0
+transformers==5.23.0
 """
 
 

@@ -31,10 +31,15 @@ CU13_MANIFEST = {
         "horovod_links": {TORCH_EXTENSION: {"libnccl.so.2": NCCL, "libcudart.so.13": CUDART_13}},
     },
 }
+# The matrix's pins of Lightning, Hugging Face's libraries, MLflow, scikit-learn and matplotlib.
+TRAINING_LIBRARY_PINS = ["accelerate==1.15.0", "datasets==5.2.0", "lightning==2.6.6", "matplotlib==3.11.2",
+                         "mlflow==3.17.2", "peft==0.21.2", "pytorch-lightning==2.6.6", "safetensors==0.8.0",
+                         "scikit-learn==1.9.1", "tokenizers==0.23.3", "torchmetrics==1.9.0", "transformers==5.23.0"]
 CU13_CONSTRAINTS = parse_constraints(
     "cloudpickle==3.1.2\nhorovod==0.28.1\nipykernel==7.4.0\nipywidgets==8.1.9\njupyterlab==4.6.6\nmpi4py==4.1.2\n"
-    "nbclient==0.11.0\nnbconvert==7.17.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==26.0.1\n"
+    "nbclient==0.11.0\nnbconvert==7.17.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==25.0.1\n"
     "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.13.0\ntorchvision==0.28.0\n"
+    + "".join(f"{pin}\n" for pin in TRAINING_LIBRARY_PINS)
 )
 
 
