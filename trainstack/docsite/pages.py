@@ -72,6 +72,12 @@ def _patches_table() -> str:
     return patch_table(_matrix())
 
 
+def _components_table() -> str:
+    from trainstack.image.docs import component_table
+
+    return component_table(_matrix())
+
+
 def _readme_get_the_images() -> str:
     from trainstack.image.published_images import readme_commands
 
@@ -255,6 +261,8 @@ GENERATED: tuple[Generated, ...] = (
     Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
     Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
     Generated("docs/contributing/patches.md", "patches-table", "images/matrix.yaml", _patches_table),
+    Generated("docs/contributing/building.md", "components-table", "trainstack/image/components.py",
+              _components_table),
     Generated("docs/reference/release-notes.md", "release-notes-example", RELEASE_NOTES_GOLDEN, _release_notes_example),
     Generated("docs/reference/matrix.md", None, "images/matrix.yaml", _matrix_page),
     Generated("docs/reference/trainrun.md", None, "launcher/trainrun/cli.py", _trainrun_page),

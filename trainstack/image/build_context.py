@@ -1,4 +1,5 @@
-"""A flavor's Docker build context: the rendered Dockerfile, its requirement files and the files it copies."""
+"""A flavor's Docker build context: the rendered Dockerfile, what its builder's components copy and read (their
+files, patches and requirement files), the record of those patches, and what the image's last stage copies."""
 from __future__ import annotations
 
 import hashlib
@@ -7,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from trainstack.image.components import BuildComponent, build_components
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
@@ -19,17 +21,7 @@ from trainstack.image.dockerfile import (
     login_profile,
     render_dockerfile,
 )
-from trainstack.image.matrix import (
-    PATCHED_COMPONENTS,
-    PATCHES_DIR,
-    REPO_ROOT,
-    Flavor,
-    Rule,
-    applying_rules,
-    component_patches,
-    load_matrix,
-)
-from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
+from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, REPO_ROOT, Flavor, Rule, applying_rules, load_matrix
 from trainstack.image.sources import SourceOptions
 
 
@@ -43,14 +35,13 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     (out_dir / "login-profile.sh").write_text(login_profile())
     (out_dir / "ipython_config.py").write_text(ipython_config())
     (out_dir / "lab-overrides.json").write_text(lab_settings_overrides())
-    (out_dir / "requirements-frameworks.txt").write_text("\n".join(framework_requirements(flavor)) + "\n")
-    (out_dir / "requirements-libraries.txt").write_text("\n".join(library_requirements(flavor)) + "\n")
-    (out_dir / "requirements-no-deps.txt").write_text("".join(f"{line}\n" for line in no_deps_requirements(flavor)))
+    components = build_components(flavor, sources)
     (out_dir / "patches").mkdir()
-    for patch in [patch for component in PATCHED_COMPONENTS for patch in component_patches(flavor, component)]:
-        shutil.copyfile(PATCHES_DIR / patch, out_dir / "patches" / patch)
+    for component in components:
+        _write_component_files(component, out_dir)
     (out_dir / BUILD_RECORD).write_text(json.dumps(build_record(flavor, load_matrix().rules), indent=2) + "\n")
-    shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris)
+    # The image's own scripts, all of them: its last stage copies the folder.
+    shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris, dirs_exist_ok=True)
     _write_site_packages(flavor, out_dir / "site-packages")
     shutil.copytree(REPO_ROOT / "launcher", out_dir / "launcher", ignore=_ignore_build_debris)
     shutil.copytree(REPO_ROOT / "examples", out_dir / "examples", ignore=_ignore_build_debris)
@@ -66,12 +57,25 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
     return out_dir
 
 
+def _write_component_files(component: BuildComponent, out_dir: Path) -> None:
+    """What a component's steps copy and read: its requirement files, its files of images/ and its patches."""
+    for name, text in component.written_files.items():
+        (out_dir / name).write_text(text)
+    for path in component.files:
+        (out_dir / path).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(IMAGES_DIR / path, out_dir / path)
+    for patch in component.patches:
+        shutil.copyfile(PATCHES_DIR / patch, out_dir / "patches" / patch)
+
+
 def build_record(flavor: Flavor, rules: list[Rule]) -> dict[str, Any]:
     """What the manifest records of the build beyond what the image holds: each patched component's patch files in
     the order the builder applies them, each with its sha256, and the ids of the rules that apply to the flavor."""
-    patches = {component: [{"file": name, "sha256": hashlib.sha256((PATCHES_DIR / name).read_bytes()).hexdigest()}
-                           for name in component_patches(flavor, component)]
-               for component in PATCHED_COMPONENTS if component_patches(flavor, component)}
+    applied = {component.name: component.patches for component in build_components(flavor) if component.patches}
+    # Keyed in matrix.PATCHED_COMPONENTS' order, as the patches page lists them: the record, and the image layer
+    # that copies it, do not change when the builder's order does.
+    patches = {name: [{"file": patch, "sha256": hashlib.sha256((PATCHES_DIR / patch).read_bytes()).hexdigest()}
+                      for patch in applied[name]] for name in PATCHED_COMPONENTS if name in applied}
     return {"patches": patches, "rules": [rule.id for rule in applying_rules(flavor, rules)]}
 
 

@@ -6,7 +6,7 @@ import shlex
 from dataclasses import dataclass
 
 from trainstack.image.cuda_build import BUILD_SCRIPTS_DIR, cuda_build
-from trainstack.image.matrix import Flavor, component_patches
+from trainstack.image.matrix import Flavor
 
 # Each op's switch in DeepSpeed's setup.py (the op builders' BUILD_VAR), by the name ds_report gives the op.
 OP_BUILD_VARS = {
@@ -39,7 +39,6 @@ CHECK_SCRIPT = "check_deepspeed_ops.py"
 @dataclass(frozen=True)
 class DeepSpeedBuild:
     version: str
-    patches: list[str]
     # Variables of the `pip install` that builds DeepSpeed: accelerator, ops, CPU target, CUDA architectures.
     env: dict[str, str]
     # The shell line (quoted) that stops the build unless every promised op is installed and portable.
@@ -78,9 +77,7 @@ def deepspeed_build(flavor: Flavor) -> DeepSpeedBuild | None:
         env["CUDA_HOME"] = build.home
     if cuda_arch_list(flavor):
         env["TORCH_CUDA_ARCH_LIST"] = cuda_arch_list(flavor)
-    return DeepSpeedBuild(version=str(flavor.version("deepspeed")), patches=component_patches(flavor, "deepspeed"),
-                          env=env,
-                          check_command=_check_command(flavor, ops))
+    return DeepSpeedBuild(version=str(flavor.version("deepspeed")), env=env, check_command=_check_command(flavor, ops))
 
 
 def _check_command(flavor: Flavor, ops: list[str]) -> str:

@@ -1,6 +1,6 @@
-"""A flavor's Dockerfile: images/Dockerfile.j2 rendered with values computed here (apt packages, the Horovod
-build, labels, in-image paths), so the template stays declarative and every string reaching a RUN line
-is quoted by construction."""
+"""A flavor's Dockerfile: images/Dockerfile.j2 rendered with values computed here (apt packages, labels, in-image
+paths) and the builder's components (trainstack/image/components.py: each one's steps and their values), so the
+templates stay declarative and every string reaching a RUN line is quoted by construction."""
 from __future__ import annotations
 
 import json
@@ -10,16 +10,10 @@ import jinja2
 
 from trainrun import image_contract
 from trainstack.image import naming
-from trainstack.image.cuda_build import (
-    CUDA_BUILD_PREFIX,
-    CUDA_WHEEL_HEADERS,
-    NVIDIA_LD_CONF,
-    bundled_cuda_copy_cleanup,
-    cuda_build,
-)
-from trainstack.image import deepspeed_build as deepspeed
-from trainstack.image.matrix import REPO_ROOT, Flavor, component_patches
-from trainstack.image.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
+from trainstack.image.components import build_components
+from trainstack.image.cuda_build import NVIDIA_LD_CONF
+from trainstack.image.matrix import REPO_ROOT, Flavor
+from trainstack.image.sources import SourceOptions
 
 IMAGES_DIR = REPO_ROOT / "images"
 PROJECT_URL = "https://github.com/trainstack/trainstack"
@@ -38,9 +32,6 @@ COMPILE_TOOLCHAIN_EXCLUDES = ["path-exclude /usr/lib/python3*/config-*/libpython
                               "path-exclude /usr/lib/*/lib*san.so*",
                               "path-exclude /usr/lib/gcc/*/lib*san*"]
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
-# Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image;
-# torch/include stays, since Inductor compiles against it.
-HEADERS_LEFT_IN_BUILDER = ["tensorflow/include"]
 # Where the builder splits the venv into its layers (images/scripts/venv_layers.py), and that split's report.
 VENV_LAYERS_BUILD_DIR = "/tmp/build/venv-layers"
 VENV_LAYERS_BUILD_REPORT = "/tmp/build/venv-layers.json"
@@ -60,33 +51,6 @@ SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth"
                    "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth")
 
 
-def horovod_build_env(flavor: Flavor) -> dict[str, str]:
-    """HOROVOD_* variables that make every wanted extension a hard requirement of the build."""
-    frameworks = flavor.field("horovod", "frameworks") or []
-    controllers = flavor.field("horovod", "controllers") or []
-    env = {f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}
-    for name in ("pytorch", "tensorflow", "mxnet"):
-        if name not in frameworks:
-            env[f"HOROVOD_WITHOUT_{name.upper()}"] = "1"
-    if flavor.field("horovod", "gpu_operations"):
-        env["HOROVOD_GPU_OPERATIONS"] = str(flavor.field("horovod", "gpu_operations")).upper()
-    if flavor.field("horovod", "cuda_architectures"):
-        env["HOROVOD_BUILD_CUDA_CC_LIST"] = ",".join(str(cc) for cc in flavor.field("horovod", "cuda_architectures"))
-    build = cuda_build(flavor)
-    if build:
-        env.update({
-            "HOROVOD_CUDA_HOME": build.home,
-            # Horovod's FindPytorch counts torch as a CUDA build only when torch.utils.cpp_extension finds CUDA_HOME.
-            "CUDA_HOME": build.home,
-            # Link the libcudart.so and libnccl.so.2 the frameworks load rather than static copies.
-            "HOROVOD_CUDA_RUNTIME_LIBRARY": "Shared",
-            "HOROVOD_NCCL_LINK": "SHARED",
-            "HOROVOD_NCCL_INCLUDE": f"{flavor.site_packages}/nvidia/nccl/include",
-            "HOROVOD_NCCL_LIB": f"{CUDA_BUILD_PREFIX}/nccl",
-        })
-    return env
-
-
 def labels(flavor: Flavor) -> dict[str, str]:
     components = {f"{naming.LABEL_PREFIX}.{name}.version": str(spec["version"])
                   for name, spec in flavor.components.items()}
@@ -103,6 +67,7 @@ def labels(flavor: Flavor) -> dict[str, str]:
 
 def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) -> str:
     java_package = flavor.field("java", "apt_package")
+    components = build_components(flavor, sources)
     context = {
         "flavor": flavor.name,
         "base_image": flavor.base_image,
@@ -112,22 +77,10 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "compile_toolchain_excludes": COMPILE_TOOLCHAIN_EXCLUDES,
         "notebook_dir": image_contract.NOTEBOOK_DIR,
         "ca_bundle": sources.ca_bundle is not None,
-        "cuda_build": cuda_build(flavor),
-        "cuda_build_prefix": CUDA_BUILD_PREFIX,
-        "build_ca": BUILD_CA_PATH if sources.ca_bundle else None,
+        "components": components,
+        "headers_left_in_builder": [path for component in components for path in component.left_in_builder],
+        "site_packages_cleanup": [line for component in components for line in component.site_packages_cleanup],
         "nvidia_ld_conf": NVIDIA_LD_CONF if flavor.gpu else None,
-        "builder_env": pip_source_env(sources, flavor),
-        "no_deps_requirements": bool(flavor.no_deps_packages),
-        "horovod_version": flavor.version("horovod"),
-        "horovod_patches": component_patches(flavor, "horovod"),
-        "pyspark_patches": component_patches(flavor, "pyspark"),
-        "horovod_build_env": horovod_build_env(flavor),
-        "deepspeed": deepspeed.deepspeed_build(flavor),
-        "deepspeed_build_dir": deepspeed.BUILD_DIR,
-        "deepspeed_constraints": deepspeed.CONSTRAINTS,
-        "deepspeed_check_script": deepspeed.CHECK_SCRIPT,
-        "headers_left_in_builder": [*HEADERS_LEFT_IN_BUILDER, *([CUDA_WHEEL_HEADERS] if flavor.gpu else [])],
-        "bundled_cuda_copy_cleanup": bundled_cuda_copy_cleanup(flavor),
         "site_packages": flavor.site_packages,
         "venv_layers": flavor.venv_layers,
         "venv_layers_dir": VENV_LAYERS_BUILD_DIR,

@@ -116,15 +116,42 @@ def flavor_details(flavor: Flavor) -> str:
 
 def patch_table(matrix: Matrix) -> str:
     """A Markdown table: each patch in images/patches/ (Horovod's, then PySpark's; linked to its section of the
-    patches page), the flavors whose component `patch` list applies it, and its upstream reference."""
-    from trainstack.image.matrix import PATCHED_COMPONENTS, component_patch_files, component_patches
+    patches page), the flavors whose builder applies it, and its upstream reference."""
+    from trainstack.image.components import build_components
+    from trainstack.image.matrix import PATCHED_COMPONENTS, component_patch_files
 
+    applied = {flavor.name: {patch for component in build_components(flavor) for patch in component.patches}
+               for flavor in matrix.flavors.values()}
     rows = []
     for component in PATCHED_COMPONENTS:
         for patch in component_patch_files(component):
-            flavors = [flavor.name for flavor in matrix.flavors.values()
-                       if patch in component_patches(flavor, component)]
+            flavors = [name for name, patches in applied.items() if patch in patches]
             anchor = "patch-" + re.sub(r"^[a-z]+-[0-9.]+-", "", patch.removesuffix(".patch"))
             rows.append([f"[`{patch}`](#{anchor})", ", ".join(flavors) or "none",
                          matrix.patch_upstream.get(patch, "none given")])
     return markdown_table(["patch", "applied by", "upstream"], rows)
+
+
+def component_table(matrix: Matrix) -> str:
+    """A Markdown table: the builder's components in build order, the flavors that have each, the build-context
+    files its steps copy or read, how many patches it applies in each flavor, and the venv layers that take what it
+    installs."""
+    from trainstack.image.components import build_components
+
+    by_flavor = {flavor.name: build_components(flavor) for flavor in matrix.flavors.values()}
+    names: list[str] = []  # every flavor's components, each after the one it follows in some flavor
+    for components in by_flavor.values():
+        for position, component in enumerate(components):
+            if component.name not in names:
+                names.insert(names.index(components[position - 1].name) + 1 if position else 0, component.name)
+    rows = []
+    for name in names:
+        present = {flavor: component for flavor, components in by_flavor.items()
+                   for component in components if component.name == name}
+        files = dict.fromkeys(path for c in present.values() for path in [*c.files, *c.written_files])
+        layers = dict.fromkeys(layer for c in present.values() for layer in c.layers)
+        rows.append([f"`{name}`", ", ".join(present),
+                     ", ".join(f"`{path}`" for path in files) or "-",
+                     ", ".join(f"{flavor} {len(c.patches)}" for flavor, c in present.items() if c.patches) or "-",
+                     ", ".join(f"`{layer}`" for layer in layers) or "none (builder only)"])
+    return markdown_table(["component", "flavors", "copies or reads", "patches", "venv layers"], rows)

@@ -8,6 +8,7 @@ the rules, all before any docker call.
 from __future__ import annotations
 
 import copy
+import fnmatch
 import functools
 import json
 import dataclasses
@@ -18,6 +19,7 @@ from typing import Any, Mapping
 import jsonschema
 import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.utils import canonicalize_name
 from packaging.version import InvalidVersion, Version
 
 from pooltemplates import MAX_SHOWN, Problem, parse_assignments
@@ -107,6 +109,14 @@ class Flavor:
         if self.absent:
             data["absent"] = [dict(entry) for entry in self.absent]
         return data
+
+    def venv_layer_of(self, distribution: str) -> VenvLayer:
+        """The venv layer a distribution's files go to, as images/scripts/venv_layers.py splits the venv in the
+        builder: the first layer one of whose patterns names it (canonical names), else the one that takes the rest."""
+        name = canonicalize_name(distribution)
+        named = [layer for layer in self.venv_layers if not layer.takes_the_rest
+                 and any(fnmatch.fnmatchcase(name, pattern) for pattern in layer.distributions)]
+        return (named or [layer for layer in self.venv_layers if layer.takes_the_rest])[0]
 
     @property
     def prune_globs(self) -> list[str]:

@@ -6,8 +6,9 @@ import pytest
 from trainstack.errors import TrainstackError
 from trainstack.image import resolver
 from trainstack.image.build_context import write_build_context
+from trainstack.image.components import horovod_build_env
 from trainstack.image.cuda_build import cuda_build
-from trainstack.image.dockerfile import horovod_build_env, render_dockerfile
+from trainstack.image.dockerfile import render_dockerfile
 from trainstack.image.matrix import MatrixError, load_matrix
 from trainstack.image.requirements import framework_requirements, library_requirements
 from trainstack.image.sources import SourceOptions, check_sources, sources_for
