@@ -9,13 +9,15 @@ Comprehensions, module and class bodies (a first import runs them) and generated
 not counted as functions.
 
 Each flow runs in a fresh interpreter. `--commit REV` measures the launcher of that commit (extracted with git
-archive) instead of this checkout's; each run is one row of the results file under its label.
+archive) instead of this checkout's; each run is one row of the results file under its label, with the lines of
+cli.py and of runner.run_plan beside the counts.
 
     python benchmarks/launcher_flow.py [--commit REV] [--label NAME] [--out benchmarks/results/launcher_flow.json]
 """
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime
 import inspect
 import io
@@ -108,6 +110,15 @@ def measure(launcher: Path, templates: Path) -> dict:
     return results
 
 
+def sizes(launcher: Path) -> dict:
+    """The lines of cli.py and of runner.run_plan (its def to its last line), which the flows pass through."""
+    package = launcher / "trainrun"
+    runner = ast.parse((package / "runner.py").read_text())
+    run_plan = next(node for node in runner.body if isinstance(node, ast.FunctionDef) and node.name == "run_plan")
+    return {"cli.py": len((package / "cli.py").read_text().splitlines()),
+            "runner.run_plan": run_plan.end_lineno - run_plan.lineno + 1}
+
+
 def extracted_launcher(commit: str, into: str) -> Path:
     """The launcher/ of `commit`, extracted under `into`."""
     archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit, "launcher"], capture_output=True,
@@ -134,6 +145,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="launcher-flow-src-") as src:
         launcher = extracted_launcher(args.commit, src) if args.commit else ROOT / "launcher"
         flows = measure(launcher, ROOT / "templates")
+        lines = sizes(launcher)
     out = Path(args.out)
     data = json.loads(out.read_text()) if out.exists() else {
         "benchmark": "launcher flows: distinct trainrun functions (and their modules) entered from the entry point "
@@ -145,7 +157,7 @@ def main() -> None:
     data["results"][label] = {
         "commit": commit if args.commit else f"{commit} + working tree",
         "measured_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "flows": flows}
+        "flows": flows, "lines": lines}
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(data, indent=2) + "\n")
     print(f"wrote {out}")
