@@ -1,20 +1,40 @@
-"""trainrun's option values and argparse's own errors: the types its options' values are read with (counts,
-seconds, torchrun's --nproc-per-node and --nnodes), and argparse's errors (an unknown option, a missing value, a
+"""trainrun's command line, for the CLI, the notebook magic and the docs alike: its parser, to which each
+subcommand's module adds its own (add_parser), the options every backend takes and the job they describe, the
+types option values are read with (counts, seconds), and argparse's errors (an unknown option, a missing value, a
 value of the wrong type, no backend) as one line in the project's format, `trainrun: option = value: rule (valid:
-...)`, with a suggestion for a misspelled option, raised as the project's UsageError (exit code 2) for the CLI and
-the notebook magic alike."""
+...)`, with a suggestion for a misspelled option, raised as the project's UsageError (exit code 2)."""
 from __future__ import annotations
 
 import argparse
 import ast
 import difflib
+import importlib
 import re
 import sys
-from typing import NoReturn, Sequence
+from typing import TYPE_CHECKING, NoReturn, Sequence
 
-from .backends.torch import NPROC_WORDS
+from . import __version__
 from .errors import UsageError
+from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, RunOptions
 from .validate import timeout
+
+if TYPE_CHECKING:
+    from .job import MpiJob, SparkJob, TorchJob
+
+EXAMPLES = """examples:
+  trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
+  trainrun mpi --gloo -np 2 python train.py               # Horovod's Gloo controller
+  trainrun mpi -np 2 -H worker-1:1,worker-2:1 --ssh-port 2222 -i KEY python train.py   # ranks on other hosts
+  trainrun torch --nproc-per-node 2 train.py --lr 0.1     # torch.distributed.run
+  trainrun spark --num-processes 2 --template local-pool train.py   # a Spark barrier stage
+  trainrun mpi -np 2 --dry-run --json python train.py     # the plan, nothing started
+  trainrun doctor                                         # preflight checks
+  trainrun selftest                                       # GPUs, allreduce sweeps and torch.compile, measured
+"""
+# The module of each subcommand, which adds its parser (add_parser(subparsers)); `trainrun --help` lists them in
+# this order.
+SUBCOMMANDS = {"mpi": "trainrun.backends.mpi", "torch": "trainrun.backends.torch", "spark": "trainrun.backends.spark",
+               "doctor": "trainrun.doctor", "selftest": "trainrun.selftest"}
 
 # The other launchers' spellings of an option, and the one each backend takes instead.
 OTHER_SPELLINGS = {
@@ -61,18 +81,62 @@ def barrier_seconds(text: str) -> float:
     return timeout("--exit-barrier-timeout", text)
 
 
-def nproc(text: str) -> int | str:
-    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
-    return text if text in NPROC_WORDS else positive(text)
+def build_parser(command: str | None = None) -> "TrainrunParser":
+    """`trainrun`'s parser. Given the subcommand a command line starts with, only that subcommand's parser is
+    added, which is all its parse needs: a launch imports and builds no other backend's options (nor doctor's
+    imports). Without one, or with a name that is no subcommand's, every subcommand's parser is added."""
+    parser = TrainrunParser(
+        prog="trainrun", formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="One launcher over mpirun (Horovod), torch.distributed.run and Spark barrier jobs. "
+                    "Every rank sees RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, MASTER_ADDR and MASTER_PORT.",
+        epilog=EXAMPLES)
+    parser.add_argument("--version", action="version", version=f"trainrun {__version__}")
+    sub = parser.add_subparsers(dest="backend", required=True, metavar="{" + ",".join(SUBCOMMANDS) + "}")
+    for name, module in SUBCOMMANDS.items():
+        if command not in SUBCOMMANDS or command == name:
+            importlib.import_module(module).add_parser(sub)
+    return parser
 
 
-def nnodes(text: str) -> tuple[int, int | None]:
-    """N, or MIN:MAX for an elastic job."""
-    low, sep, high = text.partition(":")
-    try:
-        return positive(low), positive(high) if sep else None
-    except argparse.ArgumentTypeError:
-        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
+def add_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names: str, **kwargs) -> None:
+    """An option under its names and, as torchrun accepts, their underscore spellings (--nproc_per_node)."""
+    spellings = [*names, *("--" + name[2:].replace("-", "_") for name in names
+                           if name.startswith("--") and "-" in name[2:])]
+    parser.add_argument(*spellings, **kwargs)
+
+
+def add_job_options(parser: argparse.ArgumentParser, launcher: str) -> None:
+    """The options every backend's parser takes, after its own: the plan printed, the run options (trainrun.plan
+    RunOptions) and the program every rank runs (`launcher` says how the backend takes it)."""
+    add_option(parser, "--dry-run", action="store_true",
+               help="print the plan (argv, env, Spark conf) and start nothing")
+    parser.add_argument("--json", action="store_true", help="with --dry-run: print the plan as JSON")
+    parser.add_argument("--timeout", type=seconds, metavar="SECONDS",
+                        help="stop the whole job after SECONDS and exit 124")
+    add_option(parser, "--exit-barrier-timeout", type=barrier_seconds, default=DEFAULT_EXIT_BARRIER_TIMEOUT,
+               metavar="SECONDS", help="once a rank has exited 0, stop the job (exit 124, naming the ranks that hung) "
+                                       "if the others have not exited within SECONDS (default 300, as torchrun)")
+    parser.add_argument("--verbose", action="store_true",
+                        help="print the plan before starting the job (spark: Spark's own log lines too)")
+    add_option(parser, "--timestamp-output", action="store_true",
+               help="prefix each output line with the time it arrived (HH:MM:SS.mmm)")
+    add_option(parser, "--no-tag-output", dest="tag_output", action="store_false",
+               help="do not prefix each output line with its rank (the default with more than one rank)")
+    parser.add_argument("command", nargs=argparse.REMAINDER, metavar="PROGRAM ...",
+                        help=f"what every rank runs, with its arguments (a `--` before it is optional); {launcher}")
+
+
+def job_from_args(args: argparse.Namespace) -> "MpiJob | TorchJob | SparkJob":
+    """The job a backend's parsed options describe: the options every backend takes are read here, the backend's
+    own by the job_from_args its parser names (args.make_job)."""
+    if args.json and not args.dry_run:
+        raise UsageError("--json", True, valid="together with --dry-run")
+    command = args.command[1:] if args.command[:1] == ["--"] else list(args.command)
+    if not command:
+        raise UsageError("command", "", valid=f"a program and its arguments, e.g. trainrun {args.backend} ... train.py")
+    run = RunOptions(timeout=args.timeout, exit_barrier_timeout=args.exit_barrier_timeout,
+                     timestamp_output=args.timestamp_output, verbose=args.verbose)
+    return args.make_job(args, command, run)
 
 
 class TrainrunParser(argparse.ArgumentParser):

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from dataclasses import asdict, dataclass, field
 from importlib import metadata
-from typing import Mapping
+from typing import Any, Mapping
 
 from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
@@ -328,6 +328,13 @@ def format_checks(checks: list[Check]) -> str:
         if check.hint:
             lines.append(f"{'':<20} -> {check.hint}")
     return "\n".join(lines) + "\n"
+
+
+def add_parser(sub: Any) -> None:
+    """`trainrun doctor` in trainrun's subcommands (trainrun.arguments.build_parser)."""
+    doctor = sub.add_parser("doctor", help="preflight checks before training",
+                            description="Checks versions, GPU driver, NCCL hints and /dev/shm; exits 1 on a blocker.")
+    doctor.add_argument("--json", action="store_true", help="the facts and checks as JSON")
 
 
 def main(as_json: bool = False) -> int:

@@ -1,15 +1,16 @@
-"""A Plan is everything a launch does: one argv, the env it adds, the Spark conf it applies, and how trainrun runs
-it (when it stops the job, how it shows its output)."""
+"""A Plan is everything a launch does: the process it starts (or the Spark stage it runs in this process), the env it
+adds, the Spark conf it applies, and how trainrun runs it (when it stops the job, how it shows its output)."""
 from __future__ import annotations
 
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Literal
 
 from .rank.env import VERBOSE
 
 if TYPE_CHECKING:
+    from .backends.spark import BarrierStage
     from .machine import Machine
     from .remote import RemoteHosts
 
@@ -44,6 +45,8 @@ class Plan:
     read back out of `argv`."""
 
     backend: str
+    # The process trainrun's runner starts (empty for a stage), or for a notebook's Spark session the spark-submit
+    # that PySpark starts with PYSPARK_SUBMIT_ARGS (trainrun.notebook.session).
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     spark_conf: dict[str, str] = field(default_factory=dict)
@@ -58,19 +61,29 @@ class Plan:
     run: RunOptions = RunOptions()
     # Ranks on other hosts over ssh: checked before the launch, swept at its end (trainrun.remote).
     remote: "RemoteHosts | None" = None
-    # trainrun.run(spark=session): the barrier stage runs in this SparkSession, in this process (argv says what
-    # it runs: the driver's arguments; trainrun.backends.spark.driver.run_in_session).
-    session: Any = field(default=None, compare=False, repr=False)
+    # trainrun.run(spark=session): no process starts; this barrier stage runs in the caller's SparkSession, in this
+    # process (it applies `run` itself).
+    stage: "BarrierStage | None" = None
+
+    def ranks_start_here(self) -> bool:
+        """Whether every rank starts on this host, from its files: none on other hosts over ssh or on Spark
+        executors elsewhere."""
+        return self.remote is None and self.local_ranks > 0
 
     def to_dict(self) -> dict:
-        plan = {"backend": self.backend, "launcher": self.launcher, "ranks": self.ranks,
-                "local_ranks": self.local_ranks, "argv": list(self.argv), "env": dict(sorted(self.env.items())),
-                "spark_conf": dict(sorted(self.spark_conf.items())), "output_tags": self.output_tags,
-                "timeout": self.run.timeout, "exit_barrier_timeout": self.run.exit_barrier_timeout,
-                "timestamp_output": self.run.timestamp_output, "verbose": self.run.verbose}
+        plan: dict = {"backend": self.backend, "launcher": self.launcher, "ranks": self.ranks,
+                      "local_ranks": self.local_ranks}
+        if self.stage is not None:
+            plan["stage"] = self.stage.to_dict()
+        else:
+            plan["argv"] = list(self.argv)
+        plan |= {"env": dict(sorted(self.env.items())), "spark_conf": dict(sorted(self.spark_conf.items())),
+                 "output_tags": self.output_tags, "timeout": self.run.timeout,
+                 "exit_barrier_timeout": self.run.exit_barrier_timeout,
+                 "timestamp_output": self.run.timestamp_output, "verbose": self.run.verbose}
         if self.master is not None:
             plan["master"] = self.master
-        if self.session is not None:
+        if self.stage is not None:
             plan["session"] = IN_SESSION
         if self.notes:
             plan["notes"] = list(self.notes)
@@ -86,10 +99,11 @@ class Plan:
                  f"ranks: {self.ranks} ({self.local_ranks} on this host)"]
         if self.master is not None:
             lines.append(f"master: {self.master}")
-        if self.session is not None:
-            lines.append(f"session: {IN_SESSION}")
-        lines += [f"argv: {shlex.join(self.argv)}",
-                  f"timeout: {f'{self.run.timeout:g}s' if self.run.timeout is not None else 'none'}",
+        if self.stage is not None:
+            lines += [f"session: {IN_SESSION}", f"stage: {self.stage.to_text()}"]
+        else:
+            lines.append(f"argv: {shlex.join(self.argv)}")
+        lines += [f"timeout: {f'{self.run.timeout:g}s' if self.run.timeout is not None else 'none'}",
                   f"exit barrier timeout: {self.run.exit_barrier_timeout:g}s",
                   f"output tags: {OUTPUT_TAGS_SHOWN[self.output_tags]}",
                   f"timestamp output: {'yes' if self.run.timestamp_output else 'no'}",

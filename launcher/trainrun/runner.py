@@ -33,17 +33,14 @@ class _Signals:
     A received signal also writes to `wakeup_fd`, so a select() on it returns at once.
     """
 
-    def __init__(self) -> None:
-        self.received: int | None = None
-        self.wakeup_fd: int | None = None
-        self._previous: dict[int, object] = {}
-        self._pipe: tuple[int, int] | None = None
-        self._previous_wakeup = -1
+    received: int | None = None
+    wakeup_fd: int | None = None
 
     def __enter__(self) -> "_Signals":
+        self._previous: dict[int, object] = {}
+        self._pipe: tuple[int, int] | None = None
         if threading.current_thread() is threading.main_thread():
-            for sig in FORWARDED_SIGNALS:
-                self._previous[sig] = signal.signal(sig, self._record)
+            self._previous = {sig: signal.signal(sig, self._record) for sig in FORWARDED_SIGNALS}
             self._pipe = os.pipe()
             os.set_blocking(self._pipe[1], False)
             self._previous_wakeup = signal.set_wakeup_fd(self._pipe[1])
@@ -88,12 +85,11 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
     relayed through sys.stdout and sys.stderr wherever they are not the process's own descriptors
     (trainrun.output). However it ends, no process of the job is left running, and a watchdog takes the job down
     if this process dies first, removing `owned_dirs` too (the caller's directories for the job, e.g. the pickled
-    function of trainrun.run, which the caller removes itself when it lives)."""
-    if plan.session is not None:  # the stage in the caller's SparkSession, in this process
-        from .backends.spark.driver import run_in_session
-
+    function of trainrun.run, which the caller removes itself when it lives). A plan's stage starts no process: it
+    runs in this process, and applies plan.run itself."""
+    if plan.stage is not None:
         with Watchdog(uuid.uuid4().hex, list(owned_dirs)):
-            return run_in_session(plan)
+            return plan.stage.run(plan.run)
     timestamps = plan.run.timestamp_output
     tagged = plan.output_tags == "pieces"
     # Open MPI's tagged output is always relayed: the CLI and a notebook show it alike.
@@ -113,34 +109,16 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
                 env.setdefault("PYTHONUNBUFFERED", "1")
                 env.setdefault(LINE_BUFFERED, "1")
             if plan.remote is not None:
-                # Every other host answers ssh and takes the key before anything starts anywhere (within a bound).
-                from .remote import check_hosts
-
-                check_hosts(plan.remote, env)
-                if signals.received:
-                    raise JobFailed(128 + signals.received,
-                                    f"received {signal.Signals(signals.received).name}; job stopped")
+                _check_hosts(plan, env, signals)
             # Own process group: a terminal's Ctrl-C reaches trainrun only, which then stops the job in
             # order. Not a new session: that puts the job in its own scheduler autogroup, which cost
             # CPU-bound ranks ~0.2 s per launch on a 2-core machine (benchmarks/launch_overhead.py).
             proc = subprocess.Popen(plan.argv, env=env, process_group=0, **(output.popen_streams if output else {}))
             if output:
                 output.start(proc)
-            pidfd = _open_pidfd(proc.pid)
             lifecycle = Lifecycle(plan.ranks, plan.launcher, plan.run.timeout, plan.run.exit_barrier_timeout,
                                   time.monotonic())
-            stop: Stop | None = None  # set when trainrun itself stops the job
-            while True:
-                code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)
-                if code is not None:
-                    break
-                stop = lifecycle.check(time.monotonic(), time.time(), read_status(status_dir), signals.received)
-                if stop:
-                    _stop(proc, job_id)
-                    code = proc.wait()
-                    break
-            if pidfd is not None:
-                os.close(pidfd)
+            code, stop = _supervise(proc, lifecycle, signals, status_dir, job_id)
             # Success included: a rank's helpers, data-loader workers or anything else of the job still running go
             # (before the output is drained: what they hold open, such as its pipes, closes).
             end_job_processes(job_id, TERM_GRACE)
@@ -151,11 +129,7 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
                 shutil.rmtree(path, ignore_errors=True)
             failed = lifecycle.outcome(code, read_status(status_dir), stop)
             if plan.remote is not None and (failed is not None or stop is not None):
-                # mpirun ends its ranks on other hosts itself, and each rank's entry its leftovers; after a failure
-                # or a stop this ends, over ssh, whatever of the job outlived them there (by the job id).
-                from .remote import sweep
-
-                sweep(plan.remote, env)
+                _sweep_hosts(plan, env)
     finally:
         if not ended:  # an error in trainrun itself: the job goes all the same
             end_job_processes(job_id, TERM_GRACE)
@@ -165,6 +139,42 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
         print(f"trainrun: {stop.note}", file=sys.stderr)
     if failed is not None:
         raise failed
+
+
+def _check_hosts(plan: Plan, env: dict[str, str], signals: _Signals) -> None:
+    """Every other host answers ssh and takes the key before anything starts anywhere (within a bound)."""
+    from .remote import check_hosts
+
+    check_hosts(plan.remote, env)
+    if signals.received:
+        raise JobFailed(128 + signals.received, f"received {signal.Signals(signals.received).name}; job stopped")
+
+
+def _supervise(proc: subprocess.Popen, lifecycle: Lifecycle, signals: _Signals, status_dir: str,
+               job_id: str) -> tuple[int, Stop | None]:
+    """Waits for the launcher to exit, checking the job's lifecycle (--timeout, the exit barrier, a signal) as it
+    runs; returns the launcher's exit code, and the stop when trainrun stopped the job."""
+    pidfd = _open_pidfd(proc.pid)
+    try:
+        while True:
+            code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)
+            if code is not None:
+                return code, None
+            stop = lifecycle.check(time.monotonic(), time.time(), read_status(status_dir), signals.received)
+            if stop:
+                _stop(proc, job_id)
+                return proc.wait(), stop
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _sweep_hosts(plan: Plan, env: dict[str, str]) -> None:
+    """mpirun ends its ranks on other hosts itself, and each rank's entry its leftovers; after a failure or a stop
+    this ends, over ssh, whatever of the job outlived them there (by the job id)."""
+    from .remote import sweep
+
+    sweep(plan.remote, env)
 
 
 def _stop(proc: subprocess.Popen, job_id: str) -> None:

@@ -62,8 +62,11 @@ def test_trainrun_cells_stream_every_rank_into_the_cell_and_return_rank_0s_value
     assert result(hello) == "42"  # rank 0's last expression, as a cell's Out[]
     assert "[1,0]<stdout>:mpi hello from 0" in stream(mpi_hello) and "[1,1]<stdout>:mpi hello from 1" in stream(mpi_hello)
     assert "ValueError: boom on 1" in stream(failing, "stderr"), failing
-    assert error(failing)["evalue"].startswith("trainrun: rank 1 exited with code 1"), error(failing)
-    assert error(bad_option)["ename"] == "CellError" and "'two'" in error(bad_option)["evalue"]
+    # trainrun's own errors reach the cell as they are, shown as the one line the CLI prints.
+    assert error(failing)["ename"] == "JobFailed", error(failing)
+    assert error(failing)["traceback"][0].startswith("trainrun: rank 1 exited with code 1"), error(failing)
+    assert error(bad_option)["ename"] == "UsageError" and error(bad_option)["traceback"] == [
+        "trainrun: -np = 'two': is invalid (valid: an integer >= 1)"], error(bad_option)
     assert error(unknown_push)["ename"] == "CellError" and "nowhere" in error(unknown_push)["evalue"]
     assert "never" not in stream(bad_option) + stream(unknown_push)
     assert leftover_processes(kernel_env) == []

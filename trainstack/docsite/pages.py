@@ -126,7 +126,7 @@ def _matrix_page() -> str:
 
 
 def _trainrun_page() -> str:
-    from trainrun.cli import build_parser
+    from trainrun.arguments import build_parser
     from trainstack.docsite.cli_reference import cli_reference
 
     return cli_reference(build_parser(), "`trainrun` command line",
@@ -265,7 +265,7 @@ GENERATED: tuple[Generated, ...] = (
               _components_table),
     Generated("docs/reference/release-notes.md", "release-notes-example", RELEASE_NOTES_GOLDEN, _release_notes_example),
     Generated("docs/reference/matrix.md", None, "images/matrix.yaml", _matrix_page),
-    Generated("docs/reference/trainrun.md", None, "launcher/trainrun/cli.py", _trainrun_page),
+    Generated("docs/reference/trainrun.md", None, "launcher/trainrun/arguments.py", _trainrun_page),
     Generated("docs/reference/pooltemplates.md", None, "templates/pooltemplates/cli.py", _pooltemplates_page),
     Generated("docs/reference/tasks.md", None, "tasks.py", _tasks_page),
     Generated("docs/reference/template-fields.md", None, "templates/pooltemplates/schema.py", _template_fields_page),

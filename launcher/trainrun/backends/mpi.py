@@ -1,18 +1,25 @@
 """The mpirun line Horovod users expect (horovodrun's flags), for Open MPI and MPICH, and Horovod's Gloo
-controller (horovodrun --gloo starts the ranks and hosts the rendezvous)."""
+controller (horovodrun --gloo starts the ranks and hosts the rendezvous); `trainrun mpi`'s options and the job they
+describe."""
 from __future__ import annotations
 
+import argparse
 import re
-from typing import Iterable, Mapping
+import shlex
+from typing import Any, Iterable, Mapping
 
+from ..arguments import add_job_options, add_option, connect_seconds, positive
 from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
-from ..plan import Plan, run_env, thread_env
+from ..plan import Plan, RunOptions, run_env, thread_env
 from ..proctree import JOB_ID
+from ..program import program_from_command
 from ..rank.env import SHOW_RANKS, rank_argv
-from ..remote import RemoteHosts, remote_hosts, resolve_options
-from ..validate import LOCAL_NAMES, HostSlots, check_capacity, key_value, rank_count, rank_list
+from ..remote import (CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, RemoteHosts, SshOptions, remote_hosts,
+                      resolve_options)
+from ..validate import (LOCAL_NAMES, HostSlots, check_capacity, key_value, parse_hostfile, parse_hosts, rank_count,
+                        rank_list)
 
 # What reaches every rank on every host besides the job's own -x variables.
 FORWARDED_NAMES = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "PYTHONUNBUFFERED", "VIRTUAL_ENV")
@@ -199,3 +206,52 @@ class HorovodGlooPlanner:
         return Plan(backend="horovod-gloo", argv=argv, env=env, ranks=job.num_processes,
                     local_ranks=ranks_on_this_host(job.num_processes, hosts, machine), launcher="horovodrun",
                     output_tags="lines", run=job.run, remote=remote)
+
+
+def add_parser(sub: Any) -> None:
+    """`trainrun mpi` in trainrun's subcommands (trainrun.arguments.build_parser)."""
+    mpi = sub.add_parser("mpi", usage="trainrun mpi -np N [-H host:slots,... | --hostfile FILE] [-x VAR[=VALUE]] "
+                         "[--ssh-port PORT] [--ssh-identity-file KEY] [--gloo] PROGRAM ...",
+                         help="mpirun (Open MPI or MPICH) as horovodrun builds it, or Horovod's Gloo controller",
+                         description="Starts N ranks with mpirun the way horovodrun does (or horovodrun --gloo).")
+    add_option(mpi, "-np", "--num-processes", "--num-proc", dest="np", type=positive, required=True, metavar="N",
+               help="the number of ranks")
+    hosts = mpi.add_mutually_exclusive_group()
+    hosts.add_argument("-H", "--hosts", dest="hosts", metavar="HOST:SLOTS,...",
+                       help="where ranks run, as mpirun -H and horovodrun -H (default localhost:N)")
+    hosts.add_argument("--hostfile", metavar="FILE", help="a hostfile of `HOST slots=N` lines, as horovodrun's")
+    mpi.add_argument("-x", dest="env", action="append", default=[], metavar="VAR[=VALUE]",
+                     help="forward VAR (or set it) on every rank; repeatable")
+    mpi.add_argument("--gloo", action="store_true", help="run through horovodrun --gloo instead of MPI")
+    add_option(mpi, "--network-interface", metavar="IFACE",
+               help="the interface for MPI, NCCL and Gloo traffic (sets NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME)")
+    add_option(mpi, "--output-filename", metavar="DIR", help="also write each rank's output to files under DIR")
+    add_option(mpi, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
+    add_option(mpi, "--mpi-args", default="", metavar="'ARGS'",
+               help="extra arguments for mpirun (or horovodrun with --gloo), split as a shell would")
+    ssh = mpi.add_argument_group("other hosts (ssh)", "Ranks on hosts other than this one start over ssh: each host "
+                                 "is checked first (it answers and takes the key), and a failed or stopped job is "
+                                 "ended on every host.")
+    add_option(ssh, "-p", "--ssh-port", type=positive, metavar="PORT",
+               help=f"sshd's port on the hosts (default ${PORT_ENV}, else ssh's; trainstack-sshd: 2222)")
+    add_option(ssh, "-i", "--ssh-identity-file", metavar="KEY",
+               help=f"the private key to log in with (default ${IDENTITY_ENV}, else ssh's keys and agent)")
+    add_option(ssh, "--ssh-known-hosts", metavar="FILE",
+               help=f"accept only the host keys in FILE (default ${KNOWN_HOSTS_ENV}; without: a host's key is "
+                    "accepted the first time the job meets it, into a known-hosts file of the job's own)")
+    add_option(ssh, "--ssh-connect-timeout", type=connect_seconds, metavar="SECONDS",
+               help=f"how long ssh waits for a host to answer (default {CONNECT_TIMEOUT:g})")
+    add_job_options(mpi, "`python train.py`, `python -m pkg.train` or any command, as mpirun takes it")
+    mpi.set_defaults(make_job=job_from_args)
+
+
+def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions) -> MpiJob:
+    """The job `trainrun mpi`'s options describe (trainrun.arguments.job_from_args)."""
+    hosts = (parse_hosts("-H", args.hosts) if args.hosts else
+             parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
+    ssh = SshOptions(args.ssh_port, args.ssh_identity_file, args.ssh_known_hosts, args.ssh_connect_timeout)
+    return MpiJob(num_processes=args.np, program=program_from_command("command", command), hosts=hosts,
+                  env=tuple(args.env), gloo=args.gloo, tag_output=args.tag_output,
+                  network_interface=args.network_interface, output_filename=args.output_filename,
+                  launcher_args=tuple(shlex.split(args.mpi_args)), ranks_filter=args.ranks_filter, ssh=ssh,
+                  hosts_option="--hostfile" if args.hostfile else "-H", run=run)

@@ -1,11 +1,18 @@
-"""torch.distributed.run (torchrun) with a static rendezvous, or c10d with --rdzv-endpoint."""
+"""torch.distributed.run (torchrun) with a static rendezvous, or c10d with --rdzv-endpoint; `trainrun torch`'s
+options and the job they describe."""
 from __future__ import annotations
 
+import argparse
+import shlex
+from typing import Any
+
+from ..arguments import add_job_options, add_option, non_negative, positive
 from ..deepspeed_config import check_deepspeed_config, deepspeed_config_in_args, describe
 from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
 from ..machine import Machine
-from ..plan import Plan, run_env, thread_env
+from ..plan import Plan, RunOptions, run_env, thread_env
+from ..program import program_from_script_args
 from ..validate import check_resolves, host_port, port, positive_int, rank_count
 
 INSTALL_TORCH = "pip install torch"
@@ -106,3 +113,61 @@ class TorchPlanner:
         return Plan(backend="torch", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)}, ranks=ranks,
                     local_ranks=nproc, launcher="torchrun", output_tags="lines" if tagged else "none",
                     notes=deepspeed_notes(job, ranks), run=job.run)
+
+
+def parse_nproc(text: str) -> int | str:
+    """torchrun's --nproc-per-node: a count, or auto, gpu, cpu."""
+    return text if text in NPROC_WORDS else positive(text)
+
+
+def parse_nnodes(text: str) -> tuple[int, int | None]:
+    """N, or MIN:MAX for an elastic job."""
+    low, sep, high = text.partition(":")
+    try:
+        return positive(low), positive(high) if sep else None
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected N or MIN:MAX (integers >= 1), got {text!r}") from None
+
+
+def add_parser(sub: Any) -> None:
+    """`trainrun torch` in trainrun's subcommands (trainrun.arguments.build_parser)."""
+    torch = sub.add_parser("torch", usage="trainrun torch --nproc-per-node N|auto|gpu|cpu [...] "
+                           "[python] script.py ARGS | -m module ARGS",
+                           help="torch.distributed.run (torchrun)",
+                           description="Starts ranks with torch.distributed.run; takes torchrun's options.")
+    add_option(torch, "--nproc-per-node", type=parse_nproc, default=1, metavar="N|auto|gpu|cpu",
+               help="ranks on this node: a count, gpu (one per GPU), cpu (one per core), auto (gpu if any, else cpu)")
+    add_option(torch, "--nnodes", type=parse_nnodes, default=(1, None), metavar="N|MIN:MAX",
+               help="nodes (MIN:MAX for an elastic job, with --rdzv-endpoint)")
+    add_option(torch, "--node-rank", type=non_negative, default=0, help="this node's rank (static rendezvous)")
+    add_option(torch, "--master-addr", help="address of node 0 (static rendezvous; default 127.0.0.1)")
+    add_option(torch, "--master-port", type=positive,
+               help="port on node 0 (default: a free port on one node, else 29500)")
+    add_option(torch, "--rdzv-endpoint", metavar="HOST:PORT", help="c10d rendezvous instead of a static one")
+    add_option(torch, "--rdzv-id", help="the job id of a c10d rendezvous (default trainrun)")
+    torch.add_argument("--standalone", action="store_true",
+                       help="a single-node job on a local rendezvous (what trainrun does without --nnodes)")
+    add_option(torch, "--max-restarts", type=non_negative, default=0,
+               help="restart the ranks up to N times on failure")
+    add_option(torch, "--log-dir", metavar="DIR", help="torchrun's log directory")
+    add_option(torch, "--local-ranks-filter", metavar="RANKS",
+               help="show only these local ranks' output, e.g. 0 or 0,1")
+    torch.add_argument("-m", "--module", action="store_true", help="run PROGRAM as a module, as python -m")
+    add_option(torch, "--torchrun-args", default="", metavar="'ARGS'",
+               help="extra arguments for torch.distributed.run, split as a shell would")
+    add_job_options(torch, "a script (`python` before it is accepted) or -m module, as torchrun takes it")
+    torch.set_defaults(make_job=job_from_args)
+
+
+def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions) -> TorchJob:
+    """The job `trainrun torch`'s options describe (trainrun.arguments.job_from_args)."""
+    if args.standalone and (args.nnodes[0] > 1 or args.nnodes[1] or args.master_addr or args.rdzv_endpoint):
+        raise UsageError("--standalone", True, valid="a single-node job: without --nnodes > 1, --master-addr or "
+                                                     "--rdzv-endpoint")
+    program = program_from_script_args("command", ["-m", *command] if args.module else command)
+    return TorchJob(nproc_per_node=args.nproc_per_node, program=program, nnodes=args.nnodes[0],
+                    node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port,
+                    rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, max_nnodes=args.nnodes[1],
+                    max_restarts=args.max_restarts, tag_output=args.tag_output, log_dir=args.log_dir,
+                    local_ranks_filter=args.local_ranks_filter,
+                    launcher_args=tuple(shlex.split(args.torchrun_args)), check_master=not args.dry_run, run=run)

@@ -1,6 +1,7 @@
-"""The one error a trainrun cell shows: a TrainrunError whose message alone, one line per problem, is what the cell
-shows (no traceback: a failing rank's traceback is already in the cell's output), and the cell counts as failed,
-so "Run All" stops there."""
+"""The notebook's own errors (a `%%trainrun` line, a cell's syntax, `%%configure`): a TrainrunError whose message
+alone, one line per problem, is what the cell shows (no traceback), and the cell counts as failed, so "Run All" stops
+there. trainrun's other errors (a bad option, a failed job, whose rank's traceback is already in the cell's output)
+reach the cell as they are, each shown as its one line."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

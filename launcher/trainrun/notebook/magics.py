@@ -12,9 +12,11 @@ from typing import Any
 
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class
 
-from ..cli import announcement, build_parser, dry_run, job_from_args
-from ..errors import TrainrunError
+from ..arguments import build_parser, job_from_args
+from ..backends import plan_job
 from ..job import MpiJob, SparkJob, TorchJob
+from ..machine import detect_machine
+from ..messages import announce, plan_text
 from .cell import CELL_FILENAME, compile_cell, run_cell
 from .errors import CellError
 from .session import NotebookSpark, pool_master
@@ -45,8 +47,8 @@ def take_push(tokens: list[str]) -> tuple[list[str], list[str]]:
 
 
 def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
-    """trainrun's own options for the backend the line names, parsed as the CLI parses them (its errors as one
-    line), and the names to push; the cell itself is the program."""
+    """trainrun's own options for the backend the line names, parsed as the CLI parses them (its errors, a
+    UsageError, as one line), and the names to push; the cell itself is the program."""
     try:
         push, tokens = take_push(shlex.split(line))
     except ValueError as exc:
@@ -55,10 +57,7 @@ def parse_cell_options(line: str) -> tuple[argparse.Namespace, list[str]]:
         raise CellError(f"trainrun: backend = {(tokens or [''])[0]!r}: %%trainrun needs a backend first "
                         f"(valid: one of {', '.join(CELL_BACKENDS)}, e.g. %%trainrun mpi -np 2)")
     program = ["--", "python", CELL_FILENAME]
-    try:
-        args = build_parser().parse_args([*tokens, *program])
-    except TrainrunError as exc:
-        raise CellError(f"trainrun: {exc}") from None
+    args = build_parser(tokens[0]).parse_args([*tokens, *program])
     if args.command != program:
         raise CellError(f"trainrun: command = {shlex.join(args.command[:-3])!r}: the cell is the program "
                         f"(valid: {tokens[0]}'s options only; a script runs with `!trainrun ...`)")
@@ -97,7 +96,8 @@ class TrainrunMagics(Magics):
     def trainrun(self, line: str, cell: str) -> Any:
         """%%trainrun mpi|torch|spark [trainrun's options] [--push NAME[,NAME...]]: runs the cell on every rank,
         streams each rank's output into the cell, and returns rank 0's value of the cell's last expression.
-        In a notebook of a local pool, `spark` runs on the pool."""
+        In a notebook of a local pool, `spark` runs on the pool. Bad input and a failed job raise the TrainrunError
+        the CLI prints, which the cell shows as the same one line."""
         args, push = parse_cell_options(line)
         try:
             compile_cell(cell)
@@ -110,18 +110,14 @@ class TrainrunMagics(Magics):
         pushed = {name: self.shell.user_ns[name] for name in push}
         from ..api import run_in_job
 
-        try:
-            job: MpiJob | TorchJob | SparkJob = job_from_args(args)
-            if isinstance(job, SparkJob):
-                job = in_pool_session(job, self.spark)
-            if args.dry_run:
-                sys.stdout.write(dry_run(args, job))
-                return None
-            # What the CLI says before a job (such as the master Spark runs on), from the plan that runs.
-            return run_in_job(job, args.backend, run_cell, (cell, pushed),
-                              before_run=lambda plan: sys.stderr.write(announcement(plan)))
-        except TrainrunError as exc:  # a failed job (JobFailed) or bad input: one line, as the CLI prints it
-            raise CellError(f"trainrun: {exc}") from None
+        job: MpiJob | TorchJob | SparkJob = job_from_args(args)
+        if isinstance(job, SparkJob):
+            job = in_pool_session(job, self.spark)
+        if args.dry_run:
+            sys.stdout.write(plan_text(plan_job(job, detect_machine(args.backend)), args.json))
+            return None
+        # What the CLI says before a job (such as the master Spark runs on), from the plan that runs.
+        return run_in_job(job, args.backend, run_cell, (cell, pushed), before_run=announce)
 
     @line_cell_magic
     def configure(self, line: str, cell: str | None = None) -> None:

@@ -12,12 +12,12 @@ import ast
 import os
 import shlex
 import sys
-from typing import Any
+from typing import Any, Mapping
 
 from ..arguments import TrainrunParser
-from ..cli import plan_text
 from ..errors import UsageError
 from ..machine import available_cpus, available_memory
+from ..messages import plan_text
 from ..plan import Plan
 from .errors import CellError
 
@@ -54,23 +54,29 @@ def session_plan(body: str = "", template: str | None = None, assignments: tuple
     except TemplateError as exc:
         raise CellError.from_template_error(exc) from None
     master = on_pool or f"local[{session.slots}]"
-    submit = ["--master", master]
-    for key, value in session.conf.items():
-        submit += ["--conf", f"{key}={value}"]
-    return Plan(backend=SESSION_BACKEND, argv=["spark-submit", *submit, "pyspark-shell"],
+    return Plan(backend=SESSION_BACKEND, argv=["spark-submit", *submit_words(master, session.conf)],
                 spark_conf=dict(session.conf), ranks=session.slots,
                 local_ranks=session.slots if master.startswith("local") else 0, launcher=SESSION_LAUNCHER,
                 master=master, notes=session.notes)
 
 
-def submit_args(plan: Plan) -> str:
-    """PYSPARK_SUBMIT_ARGS for a session's plan: spark-submit's arguments, quoted as PySpark splits them."""
-    return shlex.join(plan.argv[1:])
+def submit_words(master: str, conf: Mapping[str, str]) -> list[str]:
+    """spark-submit's arguments for a session on `master` with `conf`, as PySpark starts the session's JVM:
+    `spark-submit` followed by PYSPARK_SUBMIT_ARGS, which ends in `pyspark-shell`."""
+    words = ["--master", master]
+    for key, value in conf.items():
+        words += ["--conf", f"{key}={value}"]
+    return [*words, "pyspark-shell"]
+
+
+def submit_args(master: str, conf: Mapping[str, str]) -> str:
+    """PYSPARK_SUBMIT_ARGS for a session on `master` with `conf`, quoted as PySpark splits them."""
+    return shlex.join(submit_words(master, conf))
 
 
 def apply(plan: Plan) -> None:
     """Put a session's plan in force for the next JVM this process starts."""
-    os.environ[SUBMIT_ARGS] = submit_args(plan)
+    os.environ[SUBMIT_ARGS] = submit_args(plan.master, plan.spark_conf)
 
 
 def running() -> bool:

@@ -25,7 +25,7 @@ When an NCCL sweep fails, it prints `trainrun doctor`'s hints for NCCL."""
 
 
 def add_parser(sub: Any) -> None:
-    """`trainrun selftest` in trainrun.cli's subcommands."""
+    """`trainrun selftest` in trainrun's subcommands (trainrun.arguments.build_parser)."""
     selftest = sub.add_parser("selftest", help="check and measure the GPUs, NCCL, Gloo, MPI, Horovod and "
                               "torch.compile of this machine or of -H hosts", description=DESCRIPTION,
                               formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -8,7 +8,7 @@ import types
 import pytest
 
 from trainrun.backends import plan_job
-from trainrun.cli import build_parser, job_from_args
+from trainrun.arguments import build_parser, job_from_args
 from trainrun.machine import Machine
 from trainrun.plan import Plan
 

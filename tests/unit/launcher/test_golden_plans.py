@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from trainrun.backends import plan_job
-from trainrun.backends.spark import STAGE
+from trainrun.backends.spark import STAGE, BarrierStage
 from trainrun.errors import UsageError
 from trainrun.job import SparkJob
 from trainrun.plan import RunOptions
@@ -124,14 +124,19 @@ class FakeSession:
 
 def test_a_caller_s_spark_session_is_planned_too(machine) -> None:
     session = FakeSession()
-    job = SparkJob(num_processes=2, program=Program("payload", "/tmp/p.pkl", ("/tmp/r.pkl",)), session=session,
+    program = Program("payload", "/tmp/p.pkl", ("/tmp/r.pkl",))
+    job = SparkJob(num_processes=2, program=program, session=session, ranks_filter="0",
                    run=RunOptions(exit_barrier_timeout=30))
     plan = plan_job(job, machine(has_pyspark=False, has_java=False))  # the session has its own
-    assert (plan.session, plan.master, plan.launcher, plan.local_ranks) == (
-        session, "spark://pool-master:7077", STAGE, 0)
-    assert plan.argv[3:] == ["--master", "spark://pool-master:7077", "--num-processes", "2", "--framework", "torch",
-                             "--no-gpu", "--", "--payload", "/tmp/p.pkl", "/tmp/r.pkl"]
+    assert (plan.master, plan.launcher, plan.local_ranks, plan.argv) == ("spark://pool-master:7077", STAGE, 0, [])
+    assert plan.stage == BarrierStage(session=session, num_processes=2, program=program, framework="torch",
+                                      use_gpu=False, ranks_filter="0")
+    assert plan.stage.session is session  # what the stage runs in: the caller's own, not a process of trainrun's
     text = plan.to_text()
     assert "session: the caller's SparkSession, in this process" in text and "exit barrier timeout: 30s" in text
+    assert ("stage: a task per rank runs --payload /tmp/p.pkl /tmp/r.pkl (torch, no GPUs, output of ranks 0)"
+            in text.splitlines()) and "argv" not in text
+    assert plan.to_dict()["stage"] == {"program": ["--payload", "/tmp/p.pkl", "/tmp/r.pkl"], "framework": "torch",
+                                       "use_gpu": False, "ranks_filter": "0"} and "argv" not in plan.to_dict()
     with pytest.raises(UsageError, match="^spark = 'a SparkSession': is used as it is"):
         plan_job(dataclasses.replace(job, master="local[2]"), machine())

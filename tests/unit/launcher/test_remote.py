@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from trainrun import cli, remote
+from trainrun import arguments, remote
 from trainrun.errors import JobFailed, UsageError
 from trainrun.plan import Plan
 from trainrun.proctree import JOB_ID
@@ -118,7 +118,7 @@ def test_mpich_refuses_ssh_options_it_cannot_pass(plan_for) -> None:
 
 def test_connect_timeout_is_bounded() -> None:
     with pytest.raises(UsageError) as err:
-        cli.build_parser().parse_args(["mpi", "-np", "2", "--ssh-connect-timeout", "0", "python", "t.py"])
+        arguments.build_parser().parse_args(["mpi", "-np", "2", "--ssh-connect-timeout", "0", "python", "t.py"])
     assert str(err.value) == "--ssh-connect-timeout = '0': is invalid (valid: seconds from 1 to 300)"
 
 

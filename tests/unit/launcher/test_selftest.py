@@ -7,7 +7,7 @@ import json
 import pytest
 from conftest import make_machine
 
-from trainrun import cli
+from trainrun import arguments, cli
 from trainrun.doctor import Facts, run_checks
 from trainrun.errors import UsageError
 from trainrun.remote import SshOptions
@@ -177,7 +177,7 @@ def test_bad_input_is_one_line_naming_the_option_exit_2(argv, option, capsys) ->
 
 
 def test_the_subcommand_parses_its_options() -> None:
-    args = cli.build_parser().parse_args(["selftest", "--json", "-H", "a:2,b:2", "--sizes", "8B:64B", "-p", "2222",
-                                          "--timeout", "60"])
+    args = arguments.build_parser().parse_args(["selftest", "--json", "-H", "a:2,b:2", "--sizes", "8B:64B", "-p",
+                                                "2222", "--timeout", "60"])
     assert (args.backend, args.json, args.hosts, args.sizes, args.ssh_port, args.timeout) == \
         ("selftest", True, "a:2,b:2", "8B:64B", 2222, 60.0)

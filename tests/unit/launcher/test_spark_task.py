@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import socket
+import struct
+import threading
 
 import pytest
 from polling import wait_until
@@ -115,6 +117,40 @@ def test_output_server_believes_nothing_from_a_connection_without_the_token(caps
     assert failures == [] and server.failure is None and list(server.status().exits) == [1]
     out = capsys.readouterr().out
     assert "[rank 1] real" in out and "injected" not in out
+
+
+def _reset(sock: socket.socket) -> None:
+    """Close with a reset (RST), as a connection cut by a dying executor or a network ends."""
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+
+
+def test_refused_and_broken_connections_leave_stderr_clean(capfd, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A client the server refuses (however it ends its connection), or a task's connection that breaks, prints
+    nothing: no traceback of the server's threads reaches the driver's stderr, which the user reads."""
+    thread_errors = []
+    monkeypatch.setattr(threading, "excepthook", thread_errors.append)
+    threads = threading.active_count()
+    server = OutputServer("127.0.0.1", lambda failure: None)
+    try:
+        for first_bytes, reset in ((b"", False), (b"not-the-token\n", False), (b"x" * 1000, False),
+                                   (b"not-the-to", True), (b"not-the-token\nmore", True)):
+            sock = socket.create_connection(server.address)
+            sock.sendall(first_bytes)
+            if reset:
+                _reset(sock)
+            else:
+                sock.close()
+        assert wait_until(lambda: server.refused == 5, 5)
+        broken = OutputClient(server.address, server.token)
+        broken.send_start(0)
+        broken.send_line("[rank 0] half a li")
+        assert wait_until(lambda: 0 in server.status().started, 5)
+        _reset(broken._sock)
+        assert wait_until(lambda: threading.active_count() == threads + 1, 5)  # the accept thread alone
+    finally:
+        server.close()
+    assert thread_errors == [] and capfd.readouterr().err == ""
 
 
 def test_output_server_listens_on_loopback_for_local_masters() -> None:

@@ -1,16 +1,22 @@
 """A Spark barrier stage (one task per process) run by trainrun's Spark driver, or in the caller's own SparkSession
-(trainrun.run(spark=session)), or TorchDistributor-style local mode on this host."""
+(trainrun.run(spark=session): the plan's BarrierStage), or TorchDistributor-style local mode on this host; `trainrun
+spark`'s options and the job they describe."""
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
-from typing import Callable, Mapping
+import shlex
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
 
+from ...arguments import add_job_options, add_option, positive
 from ...errors import MissingBackend, UsageError
 from ...job import MpiJob, SparkJob, TorchJob
 from ...machine import Machine
-from ...plan import Plan, run_env
-from ...validate import check_reachable, rank_count, rank_list, spark_master
+from ...plan import Plan, RunOptions, run_env
+from ...program import Program, program_from_script_args
+from ...validate import check_reachable, key_value, rank_count, rank_list, spark_conf_item, spark_master
 from ..mpi import MpiPlanner
 from ..torch import TorchPlanner
 
@@ -29,6 +35,36 @@ DRIVER = "the Spark driver"
 STAGE = "the Spark stage"
 
 TemplateConf = Callable[[str, Mapping[str, str], int, bool], Mapping[str, str]]
+
+
+@dataclass(frozen=True, kw_only=True)
+class BarrierStage:
+    """A barrier stage of one task per rank in a SparkSession: what every task runs, and how. The driver process
+    of `trainrun spark` runs one in the session it makes; a plan's stage (trainrun.run(spark=session)) runs in the
+    caller's session, in this process."""
+
+    session: Any = field(compare=False, repr=False)
+    num_processes: int
+    program: Program
+    framework: str  # FRAMEWORKS
+    use_gpu: bool
+    ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
+
+    def run(self, run: RunOptions) -> None:
+        """Runs the stage here, with the exit barrier and the timeout of `run`; raises JobFailed as trainrun's
+        runner does."""
+        from .driver import run_in_session
+
+        run_in_session(self, run)
+
+    def to_dict(self) -> dict:
+        return {"program": self.program.rank_args(), "framework": self.framework, "use_gpu": self.use_gpu,
+                "ranks_filter": self.ranks_filter}
+
+    def to_text(self) -> str:
+        shown = f", output of ranks {self.ranks_filter}" if self.ranks_filter is not None else ""
+        return (f"a task per rank runs {shlex.join(self.program.rank_args())} ({self.framework}, "
+                f"{'GPUs' if self.use_gpu else 'no GPUs'}{shown})")
 
 
 def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: int, use_gpu: bool) -> Mapping[str, str]:
@@ -89,7 +125,7 @@ class SparkPlanner:
         if job.local_mode:
             return self._local_plan(job, machine, shown)
         if job.session is not None:
-            return self._session_plan(job, machine, shown)
+            return self._session_plan(job, shown)
         if not machine.has_pyspark:
             raise MissingBackend("pyspark", INSTALL_PYSPARK)
         if not machine.has_java:
@@ -120,17 +156,18 @@ class SparkPlanner:
                     local_ranks=job.num_processes if master.startswith("local") else 0, launcher=DRIVER,
                     output_tags="lines", master=master, notes=notes, run=job.run)
 
-    def _session_plan(self, job: SparkJob, machine: Machine, shown: str | None) -> Plan:
-        """The stage in the caller's SparkSession: its master and conf are the session's; nothing starts but the
-        stage's tasks (trainrun.backends.spark.driver.run_in_session)."""
+    def _session_plan(self, job: SparkJob, shown: str | None) -> Plan:
+        """The stage in the caller's SparkSession: its master and conf are the session's; no process starts, only
+        the stage's tasks (BarrierStage.run)."""
         if job.template or job.conf or job.master:
             raise UsageError("spark", "a SparkSession", "is used as it is",
                              valid="a SparkSession without a master, template or Spark conf of trainrun's")
         master = job.session.sparkContext.master
-        return Plan(backend="spark (session)", argv=driver_argv(job, machine.python, master, bool(job.use_gpu), {},
-                                                                shown),
-                    ranks=job.num_processes, local_ranks=job.num_processes if master.startswith("local") else 0,
-                    launcher=STAGE, output_tags="lines", master=master, run=job.run, session=job.session)
+        stage = BarrierStage(session=job.session, num_processes=job.num_processes, program=job.program,
+                             framework=job.framework, use_gpu=bool(job.use_gpu), ranks_filter=shown)
+        return Plan(backend="spark (session)", argv=[], ranks=job.num_processes,
+                    local_ranks=job.num_processes if master.startswith("local") else 0, launcher=STAGE,
+                    output_tags="lines", master=master, run=job.run, stage=stage)
 
     def _conf(self, job: SparkJob, use_gpu: bool) -> dict[str, str]:
         conf = dict(DEFAULT_CONF)
@@ -168,3 +205,41 @@ def driver_argv(job: SparkJob, python: str, master: str, use_gpu: bool, conf: Ma
     if shown is not None:
         argv += ["--ranks-filter", shown]
     return [*argv, "--", *job.program.rank_args()]
+
+
+def add_parser(sub: Any) -> None:
+    """`trainrun spark` in trainrun's subcommands (trainrun.arguments.build_parser)."""
+    spark = sub.add_parser("spark", usage="trainrun spark --num-processes N [--master URL] [--template NAME] "
+                           "[--use-gpu|--no-gpu] [--local-mode] script.py ARGS",
+                           help="a Spark barrier stage, one task per process (as TorchDistributor)",
+                           description="Runs one Spark barrier stage with a task per rank.")
+    add_option(spark, "--num-processes", "-np", type=positive, required=True, metavar="N",
+               help="the number of ranks")
+    spark.add_argument("--master", help="Spark master URL (default: the template's, else local[N])")
+    spark.add_argument("--template", help="cluster template name or file whose Spark conf is applied")
+    spark.add_argument("--set", dest="template_set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a template setting, e.g. executor.instances=4")
+    spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    gpu = spark.add_mutually_exclusive_group()
+    add_option(gpu, "--use-gpu", dest="use_gpu", action="store_true", default=None,
+               help="GPUs for the ranks (needs spark.task.resource.gpu.amount; default: when --conf gives tasks "
+                    "GPUs; a template's GPUs alone do not count)")
+    add_option(gpu, "--no-gpu", dest="use_gpu", action="store_false",
+               help="run without GPUs (the default; drops the template's GPU settings)")
+    add_option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
+    add_option(spark, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
+    spark.add_argument("--framework", choices=FRAMEWORKS, default="torch",
+                       help="torch: a torch.distributed rank per task, with torchrun's variables; horovod: Horovod "
+                            "ranks")
+    add_job_options(spark, "a Python script or -m module")
+    spark.set_defaults(make_job=job_from_args)
+
+
+def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions) -> SparkJob:
+    """The job `trainrun spark`'s options describe (trainrun.arguments.job_from_args)."""
+    conf = tuple(spark_conf_item("--conf", item) for item in args.conf)
+    template_set = tuple(key_value("--set", item) for item in args.template_set)
+    return SparkJob(num_processes=args.num_processes, program=program_from_script_args("command", command),
+                    master=args.master, template=args.template, template_set=template_set, conf=conf,
+                    use_gpu=args.use_gpu, local_mode=args.local_mode, framework=args.framework,
+                    ranks_filter=args.ranks_filter, check_master=not args.dry_run, run=run)

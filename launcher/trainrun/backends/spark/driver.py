@@ -2,7 +2,7 @@
 
 Run as `python -m trainrun.backends.spark.driver --master URL --num-processes N --framework torch|horovod
 --use-gpu|--no-gpu [--conf K=V ...] -- RANK_ARGS` (the plan's argv), or in-process through `run_in_session`
-when `trainrun.run` is given a SparkSession (a plan with a session, the same arguments).
+when `trainrun.run` is given a SparkSession (a plan's stage, BarrierStage.run).
 """
 from __future__ import annotations
 
@@ -18,12 +18,12 @@ from typing import Any, Callable, Sequence
 
 from ...errors import JobFailed, TrainrunError
 from ...lifecycle import Lifecycle, Stop
-from ...plan import Plan
+from ...plan import RunOptions
 from ...proctree import JOB_ID
 from ...program import Program, program_from_rank_args
 from ...rank.status import STATUS_DIR, RankExit, write_record, write_start
 from ...validate import key_value
-from . import STAGE
+from . import STAGE, BarrierStage
 from .output import LOOPBACK, OutputServer, is_local_master
 from .stage_failure import describe_stage_failure
 from .task import TaskConfig, run_barrier_task
@@ -32,8 +32,7 @@ POLL_SECONDS = 0.2
 QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-quiet.properties")
 
 
-def run_barrier_job(session: Any, num_processes: int, program: Program, framework: str, use_gpu: bool,
-                    shown_ranks: str | None = None, exit_barrier_timeout: float | None = None,
+def run_barrier_job(stage: BarrierStage, exit_barrier_timeout: float | None = None,
                     timeout: float | None = None) -> bytes | None:
     """Run the barrier stage; returns rank 0's pickled result for a function payload, else None.
 
@@ -43,10 +42,10 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
     session)) there is no runner: with `exit_barrier_timeout` (and `timeout`) the driver applies them itself
     through the same trainrun.lifecycle, cancelling the stage.
     """
-    sc = session.sparkContext
+    sc = stage.session.sparkContext
     payload = None
-    if program.kind == "payload":
-        with open(program.target, "rb") as f:
+    if stage.program.kind == "payload":
+        with open(stage.program.target, "rb") as f:
             payload = f.read()
     job_id = os.environ.get(JOB_ID) or uuid.uuid4().hex
     group = f"trainrun-{job_id}"
@@ -55,15 +54,15 @@ def run_barrier_job(session: Any, num_processes: int, program: Program, framewor
     # The first failing rank cancels the stage at once, instead of Spark retrying the barrier stage.
     server = OutputServer(host, lambda failure: sc.cancelJobGroup(group),
                           on_event=_status_writer(status_dir) if status_dir and os.path.isdir(status_dir) else None)
-    config = TaskConfig(num_processes, program, framework, use_gpu, server.address, payload, shown_ranks,
-                        token=server.token, job_id=job_id)
-    lifecycle = Lifecycle(num_processes, STAGE, timeout,
+    config = TaskConfig(stage.num_processes, stage.program, stage.framework, stage.use_gpu, server.address, payload,
+                        stage.ranks_filter, token=server.token, job_id=job_id)
+    lifecycle = Lifecycle(stage.num_processes, STAGE, timeout,
                           math.inf if exit_barrier_timeout is None else exit_barrier_timeout, time.monotonic())
     watch = StageWatch(server, lifecycle, lambda: sc.cancelJobGroup(group)) \
         if exit_barrier_timeout is not None or timeout is not None else None
     sc.setJobGroup(group, "trainrun barrier job", interruptOnCancel=True)
     try:
-        results = (sc.parallelize(range(num_processes), num_processes).barrier()
+        results = (sc.parallelize(range(stage.num_processes), stage.num_processes).barrier()
                    .mapPartitions(lambda partition: run_barrier_task(config, partition)).collect())
     except Exception as err:
         _wait_for_reported_failure(server)
@@ -176,16 +175,12 @@ class _QuietStop:
             pass
 
 
-def run_in_session(plan: Plan) -> None:
-    """A plan with a session (trainrun.run(spark=session)): its stage in that SparkSession, in this process, with
-    the plan's exit barrier and timeout applied here; raises JobFailed as trainrun's runner does. A function's
-    rank 0 result is written where `main` writes it."""
-    args, rank_args = parse_args(plan.argv[3:])  # after `python -m trainrun.backends.spark.driver`
-    program = program_from_rank_args(rank_args)
-    result = run_barrier_job(plan.session, args.num_processes, program, args.framework, args.use_gpu,
-                             args.ranks_filter, exit_barrier_timeout=plan.run.exit_barrier_timeout,
-                             timeout=plan.run.timeout)
-    write_result(program, result)
+def run_in_session(stage: BarrierStage, run: RunOptions) -> None:
+    """A plan's stage (trainrun.run(spark=session)) in the caller's SparkSession, in this process, with the exit
+    barrier and timeout of `run` applied here; raises JobFailed as trainrun's runner does. A function's rank 0
+    result is written where `main` writes it."""
+    result = run_barrier_job(stage, exit_barrier_timeout=run.exit_barrier_timeout, timeout=run.timeout)
+    write_result(stage.program, result)
 
 
 def write_result(program: Program, result: bytes | None) -> None:
@@ -197,7 +192,6 @@ def write_result(program: Program, result: bytes | None) -> None:
 
 def main(argv: Sequence[str]) -> int:
     args, rank_args = parse_args(argv)
-    program = program_from_rank_args(rank_args)
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.master(args.master).appName("trainrun")
@@ -211,10 +205,12 @@ def main(argv: Sequence[str]) -> int:
     if not args.verbose:
         session.sparkContext.setLogLevel("ERROR")
 
+    stage = BarrierStage(session=session, num_processes=args.num_processes,
+                         program=program_from_rank_args(rank_args), framework=args.framework, use_gpu=args.use_gpu,
+                         ranks_filter=args.ranks_filter)
     stop = _QuietStop(session, args.verbose)
     try:
-        result = run_barrier_job(session, args.num_processes, program, args.framework, args.use_gpu,
-                                 args.ranks_filter)
+        result = run_barrier_job(stage)
     except TrainrunError as err:
         if stop.signum is not None:
             return 128 + stop.signum
@@ -223,7 +219,7 @@ def main(argv: Sequence[str]) -> int:
         return err.exit_code
     finally:
         session.stop()
-    write_result(program, result)
+    write_result(stage.program, result)
     return 0
 
 

@@ -3,7 +3,8 @@
 Every connection must first prove it belongs to the job: its first line is the job's token (random per job,
 made by the driver and carried to the tasks inside the task closure, never in the Spark conf, which the Spark
 UI shows), compared in constant time. A connection without it is closed before anything it sent is printed
-or believed. The server listens on loopback when every rank is on this host (local masters).
+or believed, and without a word: neither a refused connection nor one that breaks prints a traceback to the
+driver's stderr. The server listens on loopback when every rank is on this host (local masters).
 """
 from __future__ import annotations
 
@@ -86,14 +87,19 @@ class OutputServer:
                 with self._lock:
                     self.refused += 1
                 return
-            with conn.makefile("r", encoding="utf-8", errors="replace") as lines:
-                for line in lines:
-                    if line.startswith(CONTROL):
-                        self._control(line, conn)
-                    else:
-                        with self._lock:
-                            sys.stdout.write(line)
-                            sys.stdout.flush()
+            # A connection that breaks (its executor went away) ends quietly: what it sent counts, and the stage's
+            # end says the rest.
+            try:
+                with conn.makefile("r", encoding="utf-8", errors="replace") as lines:
+                    for line in lines:
+                        if line.startswith(CONTROL):
+                            self._control(line, conn)
+                        else:
+                            with self._lock:
+                                sys.stdout.write(line)
+                                sys.stdout.flush()
+            except OSError:
+                pass
 
     def _control(self, line: str, conn: socket.socket) -> None:
         try:
