@@ -84,6 +84,41 @@ WORKFLOWS = [
              ["python", *_example("horovod_runner_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
     Workflow("trainrun-run-torch", "trainrun.run(train, ..., backend=\"torch\", num_processes=2)",
              ["python", *_example("trainrun_run_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("lightning-trainrun", "PyTorch Lightning Trainer(strategy=\"ddp\", devices=2) under torchrun "
+             "(`trainrun torch`)",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("lightning_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("lightning-distributor-local", "PyTorch Lightning under PySpark TorchDistributor(local_mode=True), "
+             "a function",
+             ["python", *_example("lightning_distributor_mnist.py", "--local-mode")]),
+    Workflow("lightning-distributor-local-cluster", "PyTorch Lightning (devices=1, num_nodes=2) under PySpark "
+             "TorchDistributor(local_mode=False) on local-cluster[2,1,1024]: each rank in its own executor",
+             ["python", *_example("lightning_distributor_mnist.py", "--master", "local-cluster[2,1,1024]")]),
+    Workflow("hf-trainer-trainrun", "Hugging Face Trainer, a causal LM from GPT2Config, under torchrun "
+             "(`trainrun torch`)",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("hf_causal_lm.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("hf-trainer-distributor", "Hugging Face Trainer under PySpark TorchDistributor(local_mode=False) on "
+             "local[2], a function",
+             ["python", *_example("hf_distributor_causal_lm.py")], writes_checkpoint=False),
+    Workflow("hf-trainer-deepspeed-trainrun", "Hugging Face Trainer with DeepSpeed ZeRO-2 "
+             "(TrainingArguments(deepspeed=\"ds.json\")) under torchrun (`trainrun torch`)",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("hf_causal_lm.py", "--checkpoint-dir", CHECKPOINTS,
+                        "--deepspeed", f"{EXAMPLES_DIR}/deepspeed_zero2.json")]),
+    Workflow("hf-trainer-deepspeed-distributor", "Hugging Face Trainer with DeepSpeed ZeRO-2 under PySpark "
+             "TorchDistributor(local_mode=False) on local[2]",
+             ["python", *_example("hf_distributor_causal_lm.py",
+                                  "--deepspeed", f"{EXAMPLES_DIR}/deepspeed_zero2.json")], writes_checkpoint=False),
+    Workflow("accelerate-launch", "A plain accelerate loop: `accelerate launch --cpu --num_processes 2` (on CPUs, "
+             "through mpirun and a hostfile)",
+             ["accelerate", "launch", "--cpu", "--num_processes", "2",
+              "--mpirun_hostfile", f"{EXAMPLES_DIR}/localhost_hostfile",
+              *_example("accelerate_causal_lm.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("peft-lora", "PEFT LoRA fine-tune of the causal LM under the Trainer (`trainrun torch`), the adapter "
+             "saved and loaded back",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("peft_lora_causal_lm.py", "--checkpoint-dir", CHECKPOINTS)]),
 ]
 
 

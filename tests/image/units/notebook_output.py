@@ -2,8 +2,7 @@
 marker; prints a JSON list with the text each cell showed (its streams, results and errors)."""
 import json
 
-import nbclient
-import nbformat
+from notebook_cells import run_cells
 
 CELLS = [
     """import trainrun
@@ -42,18 +41,4 @@ print(f"marker trainrun spark rank {os.environ['RANK']}", flush=True)""",
 ]
 
 
-def shown(cell) -> str:
-    parts = []
-    for output in cell.outputs:
-        if output.output_type == "stream":
-            parts.append(output.text)
-        elif output.output_type == "error":
-            parts.append(f"{output.ename}: {output.evalue}")
-        elif "data" in output:
-            parts.append(output.data.get("text/plain", ""))
-    return "".join(parts)
-
-
-notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
-nbclient.NotebookClient(notebook, timeout=600, allow_errors=True, kernel_name="python3").execute()
-print(json.dumps([shown(cell) for cell in notebook.cells]))
+print(json.dumps(run_cells(CELLS)))
