@@ -1,11 +1,13 @@
 """Databricks' HorovodRunner recipe: `HorovodRunner(np=2).run(train, lr=..., epochs=...)` through trainrun.
 
-    python horovod_runner_mnist.py [--np N] [--lr LR] [--epochs E] [--checkpoint-dir DIR]
+    python horovod_runner_mnist.py [--np N] [--lr LR] [--epochs E] [--checkpoint-dir DIR] [--tracking-uri URI]
 
 `train` is the classic Horovod + PyTorch loop with its imports inside it, since the function is
 pickled and run by every rank. `--np -2` is HorovodRunner's local mode; here `--np 2` runs on this
 host too (`HorovodRunner(np, spark=...)` runs it as a Spark barrier stage). Rank 0 alone writes the
-checkpoint; the driver prints rank 0's return value as the JSON summary line.
+checkpoint; the driver prints rank 0's return value as the JSON summary line. With `--tracking-uri` (e.g.
+sqlite:////home/trainer/work/mlflow.db), rank 0 alone logs to MLflow, as Databricks' HorovodRunner guide does it: one
+run in `--experiment` with the parameters, the loss of every epoch and the accuracy.
 """
 import json
 import os
@@ -17,7 +19,8 @@ from synthetic_digits import training_arguments
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_dir: str) -> dict:
+def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_dir: str,
+          tracking_uri: str | None = None, experiment: str | None = None) -> dict:
     import os
 
     import horovod.torch as hvd
@@ -47,6 +50,14 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
+    tracking = hvd.rank() == 0 and tracking_uri is not None
+    if tracking:
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_experiment(experiment)
+        run = mlflow.start_run()
+        mlflow.log_params({"lr": lr, "epochs": epochs, "batch_size": batch_size, "world_size": hvd.size()})
 
     epoch_losses = []
     for epoch in range(epochs):
@@ -62,6 +73,8 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
         epoch_losses.append(hvd.allreduce(total / len(loader), name="epoch_loss").item())
         if hvd.rank() == 0:
             print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}", flush=True)
+        if tracking:
+            mlflow.log_metric("loss", epoch_losses[-1], step=epoch)
 
     test_images, test_labels = make_digits(1000, seed=1)
     model.eval()
@@ -74,18 +87,25 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
         checkpoint = os.path.join(checkpoint_dir, "model.pt")
         torch.save(model.state_dict(), checkpoint)
         print(f"rank {hvd.rank()} wrote {checkpoint}", flush=True)
-    return {"ranks": ranks_seen, "losses": epoch_losses, "accuracy": accuracy}
+    if tracking:
+        mlflow.log_metric("accuracy", accuracy)
+        mlflow.end_run()
+    return {"ranks": ranks_seen, "losses": epoch_losses, "accuracy": accuracy,
+            **({"run_id": run.info.run_id} if tracking else {})}
 
 
 def main():
     parser = training_arguments(default_lr=0.02)
     parser.add_argument("--np", type=int, default=2, help="N processes; -N: HorovodRunner's local mode")
+    parser.add_argument("--tracking-uri", help="MLflow's tracking URI, which rank 0 logs the run to")
+    parser.add_argument("--experiment", default="horovod-runner")
     args = parser.parse_args()
 
     # The helper modules `train` imports must be importable by every rank.
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [HERE, os.environ.get("PYTHONPATH")]))
     result = HorovodRunner(np=args.np).run(train, lr=args.lr, epochs=args.epochs, batch_size=args.batch_size,
-                                           train_size=args.train_size, checkpoint_dir=args.checkpoint_dir)
+                                           train_size=args.train_size, checkpoint_dir=args.checkpoint_dir,
+                                           tracking_uri=args.tracking_uri, experiment=args.experiment)
     print(json.dumps({"workflow": "horovod-runner", **result}), flush=True)
 
 

@@ -1,10 +1,12 @@
 """PySpark's own TorchDistributor, called the way Databricks and PySpark users call it.
 
-    python torch_distributor_mnist.py [--master URL] [--local-mode] [--script]
+    python torch_distributor_mnist.py [--master URL] [--local-mode] [--script] [--tracking-uri URI]
 
 Function form: `TorchDistributor(...).run(train_fn, lr, epochs)` with the imports inside the
 function; helper modules reach the ranks through PYTHONPATH. Script form (`--script`):
 `TorchDistributor(...).run("ddp_torch_mnist.py", "--lr=0.04", ...)`, whose rank 0 prints the summary.
+With `--tracking-uri` (e.g. sqlite:////home/trainer/work/mlflow.db), rank 0 alone logs to MLflow, as Databricks'
+guide does it: one run in `--experiment` with the parameters, the loss of every epoch and the accuracy.
 """
 import argparse
 import json
@@ -16,7 +18,7 @@ from pyspark.sql import SparkSession
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def train_fn(lr: float, epochs: int) -> dict:
+def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment: str | None = None) -> dict:
     import os
 
     import torch
@@ -39,6 +41,14 @@ def train_fn(lr: float, epochs: int) -> dict:
     loader = DataLoader(train_set, batch_size=32, sampler=sampler)
     model = DistributedDataParallel(DigitNet())
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    tracking = rank == 0 and tracking_uri is not None
+    if tracking:
+        import mlflow
+
+        mlflow.set_tracking_uri(tracking_uri)
+        mlflow.set_experiment(experiment)
+        run = mlflow.start_run()
+        mlflow.log_params({"lr": lr, "epochs": epochs, "world_size": dist.get_world_size()})
     losses = []
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
@@ -51,16 +61,21 @@ def train_fn(lr: float, epochs: int) -> dict:
             total += loss.detach()
         dist.all_reduce(total)
         losses.append(total.item() / dist.get_world_size() / len(loader))
+        if tracking:
+            mlflow.log_metric("loss", losses[-1], step=epoch)
     test_images, test_labels = make_digits(1000, seed=1)
     with torch.no_grad():
         predictions = model.module(torch.from_numpy(test_images)).argmax(dim=1)
     accuracy = (predictions == torch.from_numpy(test_labels)).float().mean().item()
+    if tracking:
+        mlflow.log_metric("accuracy", accuracy)
+        mlflow.end_run()
     ranks = torch.ones(1)
     dist.all_reduce(ranks)
     dist.barrier()  # all ranks tear the process group down together (see ddp_torch_mnist.py)
     dist.destroy_process_group()
     return {"rank": rank, "ranks": int(ranks.item()), "losses": losses, "accuracy": accuracy,
-            "local_rank": int(os.environ["LOCAL_RANK"])}
+            "local_rank": int(os.environ["LOCAL_RANK"]), **({"run_id": run.info.run_id} if tracking else {})}
 
 
 def main():
@@ -68,6 +83,8 @@ def main():
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--local-mode", action="store_true")
     parser.add_argument("--script", action="store_true")
+    parser.add_argument("--tracking-uri", help="MLflow's tracking URI, which rank 0 logs the run to")
+    parser.add_argument("--experiment", default="torch-distributor")
     args = parser.parse_args()
 
     # The helper modules train_fn imports must be on the path of the processes torchrun starts: on the
@@ -81,7 +98,7 @@ def main():
         # The ranks' output reaches this driver; rank 0 prints the script's own summary line.
         distributor.run(os.path.join(HERE, "ddp_torch_mnist.py"), "--lr=0.04", "--checkpoint-dir=/tmp/checkpoints")
     else:
-        result = distributor.run(train_fn, 0.04, 3)
+        result = distributor.run(train_fn, 0.04, 3, args.tracking_uri, args.experiment)
         print(json.dumps({"workflow": "torch-distributor", **result, "local_mode": args.local_mode}), flush=True)
     spark.stop()
 

@@ -54,6 +54,7 @@ class WorkflowDirective(SphinxDirective):
     option_spec = IMAGE_OPTION
 
     def run(self) -> list[nodes.Node]:
+        from trainrun.image_contract import NOTEBOOK_DIR
         from trainstack.image.workflows import WORKFLOWS
 
         workflows = {workflow.name: workflow for workflow in WORKFLOWS}
@@ -62,13 +63,21 @@ class WorkflowDirective(SphinxDirective):
             raise self.error(f"workflow = {name!r}: is not in trainstack/image/workflows.py "
                              f"(valid: {', '.join(workflows)})")
         workflow = workflows[name]
-        command = f"$ docker run --rm --shm-size 1g {_cpu_image(self.options)} \\\n    {shlex.join(workflow.command)}"
+        # The MLflow rows' store is in the work folder: on a volume, it outlives the container (as the test mounts one).
+        volume = f'-v "$PWD":{NOTEBOOK_DIR} ' if workflow.experiment else ""
+        command = (f"$ docker run --rm --shm-size 1g {volume}{_cpu_image(self.options)} \\\n"
+                   f"    {shlex.join(workflow.command)}")
         block = nodes.literal_block(command, command, language="console")
         note = nodes.paragraph()
         note += nodes.Text("The image tier runs this command in the image (")
         note += nodes.literal(text=f"tests/image/test_workflows.py[{name}]")
-        note += nodes.Text("), checking that the model learned, that both ranks took part"
-                           + (" and that rank 0 alone wrote the checkpoint." if workflow.writes_checkpoint else "."))
+        checks = ["that the model learned", "that both ranks took part"]
+        if workflow.writes_checkpoint:
+            checks.append("that rank 0 alone wrote the checkpoint")
+        if workflow.experiment:
+            checks.append(f"that MLflow's store holds one run of the experiment {workflow.experiment!r}, with every "
+                          "epoch's loss")
+        note += nodes.Text("), checking " + ", ".join(checks[:-1]) + " and " + checks[-1] + ".")
         return [block, note]
 
 

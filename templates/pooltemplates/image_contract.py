@@ -30,6 +30,10 @@ IMAGE_HOME = f"/home/{IMAGE_USER}"
 # JupyterLab's work folder (`lab` role), meant for a mounted volume, as docker-stacks' /home/jovyan/work.
 NOTEBOOK_DIR = f"{IMAGE_HOME}/work"
 JUPYTER_PORT = 8888
+# MLflow's tracking server beside JupyterLab (`lab` with MLFLOW_PORT set).
+MLFLOW_PORT = 5000
+# The MLflow tracking store that server shows, and the examples and the pool log to: a SQLite file in the work folder.
+MLFLOW_STORE = f"sqlite:///{NOTEBOOK_DIR}/mlflow.db"
 # The IPython extension every kernel of the image loads (launcher/trainrun/notebook).
 IPYTHON_EXTENSION = "trainrun.notebook"
 # Triton's kernel cache: somewhere any user of the image can write, whatever its home (TRITON_CACHE_DIR overrides).

@@ -88,13 +88,15 @@ def in_image(docker_client, image) -> ImageRunner:
 
 @pytest.fixture(scope="module")
 def start_lab(docker_client, image):
-    """Starts containers of the image (`lab` by default), the port published on 127.0.0.1 at a free host port;
-    removes them at the end of the module."""
+    """Starts containers of the image (`lab` by default), the port (and `also_published`'s) published on 127.0.0.1
+    at a free host port; removes them at the end of the module."""
     started = []
 
-    def start(command: tuple[str, ...] = ("lab",), port: int = JUPYTER_PORT, **kwargs):
+    def start(command: tuple[str, ...] = ("lab",), port: int = JUPYTER_PORT, also_published: tuple[int, ...] = (),
+              **kwargs):
         container = docker_client.containers.run(
-            image.id, list(command), detach=True, ports={f"{port}/tcp": ("127.0.0.1", None)},
+            image.id, list(command), detach=True,
+            ports={f"{published}/tcp": ("127.0.0.1", None) for published in (port, *also_published)},
             labels={"io.trainstack.test": "lab"}, **kwargs)
         started.append(container)
         return container

@@ -3,6 +3,8 @@ import io
 import json
 import tarfile
 
+import pytest
+
 from trainstack.image.build import verify_image
 
 CA_BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
@@ -19,9 +21,33 @@ def test_manifest_and_installed_versions_match_the_matrix(docker_client, image, 
     assert {"PyTorch", "TensorFlow"} <= set(manifest["horovod"]["frameworks"])
 
 
-def test_constraints_refuse_replacing_the_stack(in_image):
-    output = in_image.run(["pip", "install", "--no-index", "torch==2.12.0"], expect=1)
-    assert "torch==2.13.0+cpu" in output or "constraint" in output.lower(), output
+# A framework and one of the packages that came with the frameworks users train with (transformers, Lightning,
+# MLflow, ...): the constraints file pins every distribution installed.
+REPLACEMENTS = ["torch==2.12.0", "transformers==4.57.0"]
+
+
+@pytest.mark.parametrize("requirement", REPLACEMENTS)
+def test_constraints_refuse_replacing_the_stack(in_image, requirement):
+    output = in_image.run(["pip", "install", "--no-index", requirement], expect=1)
+    assert refused_by_the_constraints(requirement, output), output
+
+
+def test_pip_in_a_notebook_refuses_replacing_the_stack(in_image):
+    """`%pip install` runs the kernel's pip under the same constraints; the kernel keeps its version."""
+    requirement = REPLACEMENTS[1]
+    name, version = requirement.split("==")
+    cells = [f"%pip install --no-index {requirement}",
+             f"import importlib.metadata\nimportlib.metadata.version({name!r})"]
+    pip, installed = json.loads(in_image.run(["python", "/units/run_cells.py", json.dumps(cells)],
+                                             timeout=300).strip().splitlines()[-1])
+    shown = "".join(output.get("text", "") for output in pip)
+    assert refused_by_the_constraints(requirement, shown), shown
+    assert installed[0]["data"]["text/plain"] != repr(version), installed
+
+
+def refused_by_the_constraints(requirement: str, output: str) -> bool:
+    """pip's ResolutionImpossible naming the constraint on the requirement's distribution."""
+    return "ResolutionImpossible" in output and f"(constraint) {requirement.split('==')[0]}==" in output
 
 
 def test_no_ca_bundle_or_proxy_in_history(docker_client, image):

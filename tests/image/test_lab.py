@@ -145,6 +145,8 @@ def test_jupyter_token_sets_the_token(start_lab):
     ({"JUPYTER_TOKEN": " "}, "error: JUPYTER_TOKEN = ' ': an empty or blank token"),
     ({"JUPYTER_PORT": "abc"}, "error: JUPYTER_PORT = 'abc': is not a port number (valid: a whole number from 1 to "
                               "65535; unset for 8888)"),
+    ({"MLFLOW_PORT": "70000"}, "error: MLFLOW_PORT = '70000': is not a port number (valid: a whole number from 1 to "
+                               "65535; unset for 5000)"),
 ])
 def test_a_blank_token_or_a_bad_port_is_refused_in_one_line(docker_client, image, environment, expected):
     container = docker_client.containers.run(image.id, ["lab"], detach=True, environment=environment)

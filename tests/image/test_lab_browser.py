@@ -6,16 +6,13 @@ left in tests/browser/results/."""
 from __future__ import annotations
 
 import io
-import json
-import os
-import subprocess
 import tarfile
 from pathlib import Path
 
 import pytest
 import requests
 
-from chromium import BROWSER_DIR, RESULTS_DIR, browser_node
+from chromium import RESULTS_DIR, browser_node, drive_chromium
 from notebook_checks import check_trainings
 
 from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
@@ -46,16 +43,6 @@ def open_lab(start_lab) -> tuple[object, str, str]:
     container = start_lab(shm_size="1g")  # Horovod's and Spark's shared memory
     base, token = lab_url(container, timeout=180).split("/lab?token=")
     return container, base, token
-
-
-def drive_chromium(browser_tools: str, container, script: str, *args: str, timeout: int = 900) -> dict:
-    """Runs tests/browser/SCRIPT against the lab in `container` (the browser's own deadline 5 minutes inside
-    `timeout`); asserts it succeeded; returns the page facts it printed last, as JSON."""
-    finished = subprocess.run(
-        [browser_tools, str(BROWSER_DIR / script), *args], capture_output=True, text=True, timeout=timeout,
-        cwd=BROWSER_DIR, env={**os.environ, "BROWSER_TIMEOUT_MS": str((timeout - 300) * 1000)})
-    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
-    return json.loads(finished.stdout.strip().splitlines()[-1])
 
 
 def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):

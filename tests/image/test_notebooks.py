@@ -1,11 +1,11 @@
 """The notebooks of the platforms our users come from (examples/notebooks) run headless in the image's own kernel, as
-the image's user; their saved outputs show the model learned on both ranks and rank 0 alone wrote the checkpoint, and
-no cell shows one warning over and over."""
+the image's user; their saved outputs show the model learned on both ranks and rank 0 alone wrote the checkpoint, the
+loss curves matplotlib plotted, and no cell shows one warning over and over."""
 from __future__ import annotations
 
 import pytest
 from fault_harness import once_more_after_gloo_abort
-from notebook_checks import NOTEBOOKS, check_trainings, executed_notebook, repeated_warnings
+from notebook_checks import MAX_PLOT_BYTES, NOTEBOOKS, check_trainings, executed_notebook, plots, repeated_warnings
 
 from trainrun.image_contract import EXAMPLES_DIR, IMAGE_HOME, IMAGE_USER
 from trainstack.docsite.notebooks import RECORDED_DIR, record_run
@@ -31,6 +31,9 @@ LONG_NOTEBOOKS = ("databricks_horovod", "synapse_torch_estimator")
 def test_notebook_trains_on_both_ranks(in_image, image, name):
     notebook = execute(in_image, name)
     check_trainings(name, notebook)
+    # The loss curves, as images small enough for the site's page.
+    shown = plots(notebook)
+    assert shown and max(shown.values()) <= MAX_PLOT_BYTES, shown
     # A warning repeated at every step buries the cell's output, and the site's page with it.
     assert not repeated_warnings(notebook), repeated_warnings(notebook)
     # The run, kept for the site's notebook pages: invoke docs --executed-notebooks tests/image/results/notebooks

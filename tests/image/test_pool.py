@@ -1,6 +1,6 @@
-"""A real pool of the image (1 master + 2 workers + a notebook): trainrun spark, horovod.spark and TorchDistributor
-jobs across the workers, a notebook run in the pool's JupyterLab container, a client without the pool's secret, a
-killed worker, pool.down.
+"""A real pool of the image (1 master + 2 workers + a notebook with MLflow's server): trainrun spark, horovod.spark and
+TorchDistributor jobs across the workers, a notebook run in the pool's JupyterLab container, a TorchDistributor run
+in MLflow's UI, a client without the pool's secret, a killed worker, pool.down.
 
 Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
 in file order: the worker kill damages the pool, so it comes last but for `down`.
@@ -19,10 +19,12 @@ from pathlib import Path
 import nbformat
 import pytest
 import requests
+from chromium import RESULTS_DIR, browser_node
 from fault_harness import once_more_after_gloo_abort
+from mlflow_ui import check_the_run_in_the_ui
 from notebook_checks import check_trainings, executed_notebook, shown
 
-from trainrun.image_contract import EXAMPLES_DIR
+from trainrun.image_contract import EXAMPLES_DIR, MLFLOW_PORT, MLFLOW_STORE
 from trainstack.clusters import pool
 from trainstack.clusters.containers import ClusterError
 from trainstack.clusters.pool.layout import POOL_CONF_LABEL, POOL_LABEL
@@ -69,7 +71,7 @@ def running_pool(docker_client, image):
     name = f"tspool-{uuid.uuid4().hex[:6]}"
     try:
         yield pool.up(workers=2, image=image.id, name=name, master_port=free_port(), ui_port=free_port(),
-                      share=str(UNITS_DIR), notebook_port=free_port(), client=docker_client)
+                      share=str(UNITS_DIR), notebook_port=free_port(), mlflow_port=free_port(), client=docker_client)
     finally:
         pool.down(name, client=docker_client)
 
@@ -219,6 +221,23 @@ def test_the_synapse_notebook_trains_on_the_pool(docker_client, running_pool):
     assert f"master: {running_pool['master_url']['network']}" in text, text[-3000:]
     assert "rank 0 wrote /home/trainer/work/horovod-store-" in text, text[-3000:]
     print(f"synapse_torch_estimator on the pool: {executed['metadata']['trainstack_seconds']} s")
+
+
+def test_mlflow_in_the_notebook_shows_a_run_rank_0_logged_on_the_pool(docker_client, running_pool):
+    """TorchDistributor on the pool's executors, rank 0 logging to the SQLite store in the pool's work volume; MLflow's
+    server in the notebook's container, published on 127.0.0.1 alone, shows the run and its loss chart."""
+    url = running_pool["mlflow_url"]
+    assert re.fullmatch(r"http://127\.0\.0\.1:\d+", url), url
+    notebook = docker_client.containers.get(running_pool["notebook"]["name"])
+    assert [binding["HostIp"] for binding in notebook.ports[f"{MLFLOW_PORT}/tcp"]] == ["127.0.0.1"]
+    assert f"mlflow: {url}" in pool.status(running_pool["pool"])
+    code, output = submit(docker_client, running_pool, [
+        "timeout", str(JOB_TIMEOUT), "python", f"{EXAMPLES_DIR}/torch_distributor_mnist.py",
+        "--master", running_pool["master_url"]["network"], "--tracking-uri", MLFLOW_STORE])
+    assert code == 0, output[-4000:]
+    RESULTS_DIR.mkdir(exist_ok=True)
+    check_the_run_in_the_ui(browser_node(), notebook, url, summary(output), {"lr": "0.04", "world_size": "2"},
+                            RESULTS_DIR / "mlflow-pool")
 
 
 # An app on the pool network that runs `id` on an executor: what an unauthorised client would try.

@@ -1,7 +1,11 @@
-"""Workflows users bring from Databricks, Synapse, TorchDistributor and Horovod images train in the image."""
+"""Workflows users bring from Databricks, Synapse, TorchDistributor and Horovod images train in the image; those
+that track with MLflow leave one run in the work folder's store, which MLflow's client reads back."""
+import json
+
 import pytest
 from workflow_checks import checkpoint_writers
 
+from trainrun.image_contract import MLFLOW_STORE, NOTEBOOK_DIR
 from trainstack.image.workflows import WORKFLOWS, summary
 
 
@@ -12,15 +16,20 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # Lightning and the Hugging Face Trainer keep in CI one row per launcher (trainrun torch, TorchDistributor in local
 # mode, accelerate launch, about 4 minutes together); their rows on Spark executors (local-cluster, local[2]) run
 # under --long.
+# MLflow keeps in CI its Lightning autologging and TorchDistributor's rank 0 logging; the Trainer's autologging and
+# HorovodRunner's rank 0 logging run under --long (the lab's browser test logs a HorovodRunner run in CI).
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
                   "horovod-keras-legacy", "horovod-keras-mpirun", "lightning-distributor-local-cluster",
-                  "hf-trainer-distributor", "hf-trainer-deepspeed-distributor")
+                  "hf-trainer-distributor", "hf-trainer-deepspeed-distributor",
+                  "mlflow-transformers-autolog", "horovod-runner-mlflow")
 
 
 @pytest.mark.parametrize("workflow", [
     pytest.param(w, id=w.name, marks=[pytest.mark.long] if w.name in LONG_WORKFLOWS else []) for w in WORKFLOWS])
-def test_workflow_learns_with_every_rank(in_image, workflow):
-    output = in_image.run(workflow.command, timeout=600)
+def test_workflow_learns_with_every_rank(in_image, workflow, tmp_path):
+    tmp_path.chmod(0o777)  # the work folder of the MLflow rows, where the image's user writes the store
+    work = {str(tmp_path): {"bind": NOTEBOOK_DIR, "mode": "rw"}} if workflow.experiment else None
+    output = in_image.run(workflow.command, timeout=600, volumes=work)
     result = summary(output)
     assert result["ranks"] == 2, output[-3000:]
     assert result["losses"][-1] < result["losses"][0] / 2, result
@@ -37,3 +46,19 @@ def test_workflow_learns_with_every_rank(in_image, workflow):
     if "zero_stage" in result:  # DeepSpeed: every rank saved its ZeRO shard, and the checkpoint loaded back
         assert [shard.split("_")[3] for shard in result["zero_shards"] if "optim_states" in shard] == ["0", "1"], result
         assert result["checkpoint_loaded_back"], result
+    if workflow.experiment:
+        check_the_logged_run(in_image, workflow, result, work)
+
+
+def check_the_logged_run(in_image, workflow, result: dict, work: dict) -> None:
+    """Rank 0 alone logged: one finished run, the one the workflow printed, with its parameters and the loss of
+    every epoch, step by step, as the summary has them."""
+    logged = json.loads(in_image.run(["python", "/units/mlflow_runs.py", MLFLOW_STORE, workflow.experiment],
+                                     volumes=work).strip().splitlines()[-1])
+    assert logged["runs"] is not None and len(logged["runs"]) == 1, logged
+    (run,) = logged["runs"]
+    assert run["run_id"] == result["run_id"] and run["status"] == "FINISHED", (run, result)
+    assert run["params"], run
+    history = run["metrics"][workflow.loss_metric]
+    assert [step for step, _ in history] == sorted(step for step, _ in history), history
+    assert [value for _, value in history] == pytest.approx(result["losses"]), (history, result["losses"])

@@ -2,7 +2,10 @@
 installs both; no browser is ever downloaded). Their screenshots go to tests/browser/results/."""
 from __future__ import annotations
 
+import json
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -19,3 +22,14 @@ def browser_node() -> str:
         pytest.fail("chromium, node or playwright-core is missing: run `./dev setup` (it installs chromium and "
                     "`npm ci` in tests/browser)")
     return node
+
+
+def drive_chromium(browser_tools: str, container, script: str, *args: str, timeout: int = 900) -> dict:
+    """Runs tests/browser/SCRIPT against a server in `container` (the browser's own deadline 5 minutes inside
+    `timeout`); asserts it succeeded, with the container's log when it did not; returns the page facts it printed
+    last, as JSON."""
+    finished = subprocess.run(
+        [browser_tools, str(BROWSER_DIR / script), *args], capture_output=True, text=True, timeout=timeout,
+        cwd=BROWSER_DIR, env={**os.environ, "BROWSER_TIMEOUT_MS": str((timeout - 300) * 1000)})
+    assert finished.returncode == 0, finished.stderr[-4000:] + container.logs().decode(errors="replace")[-3000:]
+    return json.loads(finished.stdout.strip().splitlines()[-1])

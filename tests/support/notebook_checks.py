@@ -3,6 +3,7 @@ container, the pool's test runs the Synapse one on a pool's notebook. Both execu
 tests/image/units/run_notebook.py, which prints the executed notebook after MARKER."""
 from __future__ import annotations
 
+import base64
 import json
 import re
 from dataclasses import dataclass
@@ -109,6 +110,18 @@ def repeated_warnings(notebook: dict, limit: int = WARNING_REPEATS) -> dict[str,
         if repeated:
             found[cell["id"]] = repeated
     return found
+
+
+# The largest plot a notebook page may carry, as the PNG Jupyter saves (base64 in the page): a loss curve is 20 to
+# 30 KB at 5 x 3 inches.
+MAX_PLOT_BYTES = 100_000
+
+
+def plots(notebook: dict) -> dict[str, int]:
+    """{cell id: bytes of the PNG image it shows} of the code cells that show one (matplotlib's inline figures)."""
+    return {cell["id"]: len(base64.b64decode("".join(output["data"]["image/png"])))
+            for cell in notebook["cells"] if cell["cell_type"] == "code"
+            for output in cell.get("outputs", []) if "image/png" in output.get("data", {})}
 
 
 def check_trainings(name: str, notebook: dict) -> None:

@@ -2,7 +2,8 @@
 
 Each one runs an example from /opt/trainstack/examples and ends with a JSON summary line from
 rank 0 (ranks that took part, loss per epoch, held-out accuracy); the image tests assert on it
-and benchmarks/workflows.py times it.
+and benchmarks/workflows.py times it. The MLflow rows' rank 0 also logs one run to a SQLite store in the
+work folder, which the image tests read back.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from trainrun.image_contract import EXAMPLES_DIR
+from trainrun.image_contract import EXAMPLES_DIR, MLFLOW_STORE
 
 CHECKPOINTS = "/tmp/checkpoints"
 
@@ -22,6 +23,9 @@ class Workflow:
     command: list[str]
     min_accuracy: float = 0.9
     writes_checkpoint: bool = True
+    # The MLflow experiment in MLFLOW_STORE where rank 0 logs one run, and the name of its loss metric.
+    experiment: str | None = None
+    loss_metric: str = "loss"
 
 
 def _example(script: str, *args: str) -> list[str]:
@@ -119,6 +123,25 @@ WORKFLOWS = [
              "saved and loaded back",
              ["trainrun", "torch", "--nproc-per-node", "2",
               *_example("peft_lora_causal_lm.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("mlflow-lightning-autolog", "MLflow autologging of a Lightning Trainer (`mlflow.pytorch.autolog()`), "
+             "DDP under torchrun, rank 0 logging",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("mlflow_lightning_autolog.py", "--checkpoint-dir", CHECKPOINTS, "--tracking-uri",
+                        MLFLOW_STORE)],
+             writes_checkpoint=False, experiment="lightning-autolog", loss_metric="train_loss"),
+    Workflow("mlflow-transformers-autolog", "MLflow autologging of a Hugging Face Trainer "
+             "(`mlflow.transformers.autolog()`), a ResNet from its config under torchrun",
+             ["trainrun", "torch", "--nproc-per-node", "2",
+              *_example("mlflow_transformers_autolog.py", "--checkpoint-dir", CHECKPOINTS, "--tracking-uri",
+                        MLFLOW_STORE)],
+             writes_checkpoint=False, experiment="transformers-autolog"),
+    Workflow("torch-distributor-mlflow", "PySpark TorchDistributor on local[2], rank 0 logging to MLflow",
+             ["python", *_example("torch_distributor_mnist.py", "--tracking-uri", MLFLOW_STORE)],
+             writes_checkpoint=False, experiment="torch-distributor"),
+    Workflow("horovod-runner-mlflow", "Databricks HorovodRunner(np=2), rank 0 logging to MLflow",
+             ["python", *_example("horovod_runner_mnist.py", "--checkpoint-dir", CHECKPOINTS, "--tracking-uri",
+                                  MLFLOW_STORE)],
+             experiment="horovod-runner"),
 ]
 
 

@@ -55,17 +55,17 @@ def run_program(program: Program) -> None:
 
 
 def print_user_traceback(exc: BaseException) -> None:
-    """The program's traceback as Python would print it for `python script.py`: without the frames of this entry
-    and runpy in front (a missing script is one line), nor those of trainrun's own code that hides itself
+    """The program's traceback as Python would print it for `python script.py`, through sys.excepthook (the
+    image's one-line errors, e.g. trainstack_mlflow_tracking's, and the program's own hook): without the frames of
+    this entry and runpy in front (a missing script is one line), nor those of trainrun's own code that hides itself
     (`__tracebackhide__`, as IPython and pytest read it: a %%trainrun cell's runner), unless trainrun --verbose."""
-    import traceback
-
     tb = exc.__traceback__
     if not os.environ.get(VERBOSE):
         while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>")
                                   or tb.tb_frame.f_locals.get("__tracebackhide__")):
             tb = tb.tb_next
-    traceback.print_exception(type(exc), exc, tb)
+    # Python's own hook prints the exception's __traceback__ (whatever `tb` it is given), so that is cut too.
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
 
 
 def _silence() -> None:

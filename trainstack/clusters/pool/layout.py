@@ -12,7 +12,7 @@ from pooltemplates import PoolTemplate, Problem, TemplateError
 from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.structure import template_data
 from pooltemplates.units import scale_size
-from trainrun.image_contract import JUPYTER_PORT, NOTEBOOK_DIR, SPARK_WORKER_DIR
+from trainrun.image_contract import JUPYTER_PORT, MLFLOW_PORT, NOTEBOOK_DIR, SPARK_WORKER_DIR
 from trainrun.notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
 from trainstack.clusters.containers import ClusterKind
 from trainstack.image.naming import flavor_image
@@ -41,10 +41,12 @@ def work_volume(pool_name: str) -> dict[str, Any]:
 
 def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "placeholder",
                 pool_name: str = "trainstack-pool", master_port: int = MASTER_PORT,
-                ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None) -> dict[str, Any]:
+                ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None,
+                mlflow_port: int | None = None) -> dict[str, Any]:
     """The containers, network and URLs of a pool for `template`, as data. The master's ports are published
     on 127.0.0.1 at master_port and ui_port. `gpus`: 'placeholder' advertises fake GPU addresses; 'nvidia'
-    hands real GPUs over. With `notebook_port`, a JupyterLab container is the pool's driver, published there."""
+    hands real GPUs over. With `notebook_port`, a JupyterLab container is the pool's driver, published there; with
+    `mlflow_port` too, MLflow's tracking server runs beside it, published there."""
     if gpus not in GPU_MODES:
         raise TemplateError(f"local pool for {template.name!r}", [Problem(
             "gpus", gpus, "is not a GPU mode", "one of " + ", ".join(GPU_MODES))])
@@ -72,7 +74,7 @@ def pool_layout(template: PoolTemplate, image: str | None = None, gpus: str = "p
         "workers": [_worker(template, pool_name, index, network_master_url, gpus)
                     for index in range(template.nodes)],
         "notebook": None if notebook_port is None else _notebook(template, pool_name, network_master_url,
-                                                                 notebook_port),
+                                                                 notebook_port, mlflow_port),
         "master_url": {"host": f"spark://127.0.0.1:{master_port}", "network": network_master_url},
         "ui_url": f"http://127.0.0.1:{ui_port}",
         "spark_conf": template.spark_conf(),
@@ -83,20 +85,27 @@ def _published(port: int, host_port: int) -> dict[str, Any]:
     return {"container": port, "host": host_port, "host_ip": "127.0.0.1"}
 
 
-def _notebook(template: PoolTemplate, pool_name: str, master_url: str, port: int) -> dict[str, Any]:
+def _notebook(template: PoolTemplate, pool_name: str, master_url: str, port: int,
+              mlflow_port: int | None) -> dict[str, Any]:
     """JupyterLab (the image's `lab` role) whose kernels drive the pool: the extension reads the master and the
-    template from the environment; the runner writes `template_file` and mounts it at its target."""
+    template from the environment; the runner writes `template_file` and mounts it at its target. With
+    `mlflow_port`, the entrypoint starts MLflow's tracking server beside it (MLFLOW_PORT), on the runs of the store
+    in the work volume, which the notebook, the workers and the jobs' drivers all see."""
     name = f"{pool_name}-notebook"
     template_path = f"{POOL_TEMPLATE_DIR}/{template.name}.yaml"  # its file name is the template's name
+    environment = {"SPARK_CONF_DIR": SPARK_CONF_DIR, POOL_MASTER_ENV: master_url, POOL_TEMPLATE_ENV: template_path}
+    ports = [_published(JUPYTER_PORT, port)]
+    if mlflow_port is not None:
+        environment["MLFLOW_PORT"] = str(MLFLOW_PORT)
+        ports.append(_published(MLFLOW_PORT, mlflow_port))
     return {
         "name": name,
         # Executors reach the driver at its host name, the container's name on the pool network.
         "hostname": name,
         "command": ["lab"],
-        "environment": {"SPARK_CONF_DIR": SPARK_CONF_DIR, POOL_MASTER_ENV: master_url,
-                        POOL_TEMPLATE_ENV: template_path},
+        "environment": environment,
         "mounts": [],
-        "ports": [_published(JUPYTER_PORT, port)],
+        "ports": ports,
         "labels": {POOL_LABEL: pool_name, POOL_ROLE_LABEL: "notebook"},
         "template_file": {"target": template_path, "data": template_data(template)},
     }

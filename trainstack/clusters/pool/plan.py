@@ -16,9 +16,10 @@ _OPTIONS = {"template": "--template", "nodes": "--workers", "executor.instances"
 
 def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None = None,
               gpus: str = "placeholder", name: str = DEFAULT_POOL, master_port: int = MASTER_PORT,
-              ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None) -> dict[str, Any]:
-    """The pool layout of a template for these options (with a notebook when `notebook_port` is given); raises
-    ClusterError or TemplateError on bad input."""
+              ui_port: int = MASTER_UI_PORT, notebook_port: int | None = None,
+              mlflow_port: int | None = None) -> dict[str, Any]:
+    """The pool layout of a template for these options (with a notebook when `notebook_port` is given, and MLflow's
+    server in it when `mlflow_port` is too); raises ClusterError or TemplateError on bad input."""
     if workers < 1:
         raise ClusterError.bad_option("--workers", workers, "must be at least 1", "a whole number >= 1")
     if gpus not in GPU_MODES:
@@ -27,6 +28,11 @@ def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None 
     ports = {"--master-port": master_port, "--ui-port": ui_port}
     if notebook_port is not None:
         ports["--notebook-port"] = notebook_port
+    if mlflow_port is not None:
+        if notebook_port is None:
+            raise ClusterError.bad_option("--mlflow-port", mlflow_port, "needs the notebook, whose container runs "
+                                          "MLflow's server", "--notebook with it")
+        ports["--mlflow-port"] = mlflow_port
     for option, port in ports.items():
         if not 1 <= port <= 65535:
             raise ClusterError.bad_option(option, port, "is not a TCP port", "1 to 65535")
@@ -40,4 +46,4 @@ def pool_plan(template: str = "local-pool", workers: int = 2, image: str | None 
     except TemplateError as err:
         raise TemplateError(err.subject, [dataclasses.replace(problem, field=_OPTIONS.get(problem.field, problem.field))
                                           for problem in err.problems]) from None
-    return pool_layout(loaded, image, gpus, name, master_port, ui_port, notebook_port)
+    return pool_layout(loaded, image, gpus, name, master_port, ui_port, notebook_port, mlflow_port)

@@ -17,7 +17,7 @@ from trainstack.docker_client import connect, require_built_image, share_directo
 from .layout import MASTER_PORT, MASTER_UI_PORT, POOL, POOL_CONF_LABEL
 from .lookup import current_worker_addresses, find_pool, record_worker_addresses
 from .master import MasterUnreachable, missing_for_ready, read_master_state, status_table
-from .notebook import notebook_line, start_notebook
+from .notebook import notebook_lines, start_notebook
 from .plan import DEFAULT_POOL, pool_plan
 from .security import remove_pool_conf, write_pool_conf
 from .specs import container_kwargs, volume_kwargs
@@ -26,14 +26,16 @@ from .specs import container_kwargs, volume_kwargs
 def up(template: str = "local-pool", workers: int = 2, image: str | None = None, gpus: str = "placeholder",
        name: str = DEFAULT_POOL, master_port: int = MASTER_PORT, ui_port: int = MASTER_UI_PORT,
        share: str | None = None, timeout: float = 180.0, notebook_port: int | None = None,
-       client: docker.DockerClient | None = None, progress: Callable[[str], None] = report) -> dict[str, Any]:
+       mlflow_port: int | None = None, client: docker.DockerClient | None = None,
+       progress: Callable[[str], None] = report) -> dict[str, Any]:
     """Start the pool and wait until every worker is ALIVE with its GPUs; with `notebook_port`, then a JupyterLab
-    container that drives the pool, published there, until it serves. Returns the plan, with the notebook's URL
-    (token included) as `notebook_url`.
+    container that drives the pool, published there, until it serves, and with `mlflow_port` MLflow's tracking
+    server in it, published there, until it answers. Returns the plan, with the notebook's URL (token included) as
+    `notebook_url` and MLflow's as `mlflow_url`.
 
     On any failure (or Ctrl-C) removes everything it created before raising. `progress` gets a line per step.
     """
-    plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port, notebook_port)
+    plan = pool_plan(template, workers, image, gpus, name, master_port, ui_port, notebook_port, mlflow_port)
     share_dir = share_directory(share, ClusterError.bad_option)
     client = client or connect()
     require_built_image(client, plan["image"], ClusterError.bad_option)
@@ -42,6 +44,8 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
     _check_port_free("--ui-port", ui_port)
     if notebook_port is not None:
         _check_port_free("--notebook-port", notebook_port)
+    if mlflow_port is not None:
+        _check_port_free("--mlflow-port", mlflow_port)
     spark_conf = write_pool_conf(name)
 
     def remove() -> None:
@@ -59,7 +63,7 @@ def up(template: str = "local-pool", workers: int = 2, image: str | None = None,
         workers = [client.containers.get(spec["name"]) for spec in plan["workers"]]
         record_worker_addresses(spark_conf, current_worker_addresses(workers, plan["network"]["name"]))
         if plan["notebook"] is not None:
-            plan = {**plan, "notebook_url": start_notebook(client, plan, share_dir, spark_conf, timeout, progress)}
+            plan = {**plan, **start_notebook(client, plan, share_dir, spark_conf, timeout, progress)}
     return plan
 
 
@@ -79,7 +83,7 @@ def status(name: str = DEFAULT_POOL, client: docker.DockerClient | None = None) 
         status_table(state, pool.worker_names_by_ip()),
     ]
     if pool.notebook is not None:
-        lines.insert(3, notebook_line(pool.notebook))
+        lines[3:3] = notebook_lines(pool.notebook)
     stopped = [f"{worker.name} ({worker.status})" for worker in pool.workers if worker.status != "running"]
     if stopped:
         lines.append("containers not running: " + ", ".join(stopped))

@@ -65,3 +65,10 @@ def test_notebook_reads_the_pools_effective_template_back(tmp_path) -> None:
 
 def test_no_notebook_unless_asked() -> None:
     assert pool_layout(load_template("local-pool"))["notebook"] is None
+
+
+def test_mlflow_runs_in_the_notebook_published_on_loopback() -> None:
+    notebook = pool_layout(load_template("local-pool"), notebook_port=8890, mlflow_port=5050)["notebook"]
+    assert notebook["environment"]["MLFLOW_PORT"] == "5000"
+    assert notebook["ports"][1] == {"container": 5000, "host": 5050, "host_ip": "127.0.0.1"}
+    assert "MLFLOW_PORT" not in pool_layout(load_template("local-pool"), notebook_port=8890)["notebook"]["environment"]

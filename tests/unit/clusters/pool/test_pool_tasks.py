@@ -17,6 +17,10 @@ def test_collection_offers_up_status_submit_down() -> None:
     ({"notebook": True, "notebook_port": "8080"}, "error: --notebook-port = 8080: is the same port as --ui-port"),
     ({"notebook": True, "notebook_port": "70000"}, "error: --notebook-port = 70000: is not a TCP port"),
     ({"notebook": True, "notebook_port": "x"}, "error: --notebook-port = 'x': is not a whole number"),
+    ({"mlflow": True}, "error: --mlflow-port = 5000: needs the notebook, whose container runs MLflow's server "
+                       "(valid: --notebook with it)"),
+    ({"notebook": True, "mlflow": True, "mlflow_port": "8888"},
+     "error: --mlflow-port = 8888: is the same port as --notebook-port"),
 ])
 def test_up_exits_2_naming_the_bad_option(options: dict, message: str, capsys) -> None:
     with pytest.raises(SystemExit) as caught:
