@@ -45,10 +45,14 @@ ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
 ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
 # The site hooks in every image, each a module and the .pth that imports it at startup: torch.compile says, as it
 # starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines; a rank that used
-# Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit.
+# Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit; a Lightning Trainer,
+# TrainingArguments or Accelerator whose process count disagrees with the ranks started says so in one line; an MLflow
+# tracking URI that cannot be reached is one line naming it.
 SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth",
                    "trainstack_line_buffered.py", "trainstack-line-buffered.pth",
-                   "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth")
+                   "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth",
+                   "trainstack_framework_ranks.py", "trainstack-framework-ranks.pth",
+                   "trainstack_mlflow_tracking.py", "trainstack-mlflow-tracking.pth")
 
 
 def labels(flavor: Flavor) -> dict[str, str]:
@@ -133,6 +137,8 @@ def runtime_env() -> dict[str, str]:
         "TRITON_CACHE_DIR": image_contract.TRITON_CACHE_DIR,
         # Where torch's cpp_extension (DeepSpeed's JIT ops) builds, by default under the home directory too.
         "TORCH_EXTENSIONS_DIR": image_contract.TORCH_EXTENSIONS_DIR,
+        # MLflow imports GitPython, which warns on every import that the image has no git executable.
+        "GIT_PYTHON_REFRESH": "quiet",
     }
 
 

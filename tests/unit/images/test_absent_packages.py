@@ -43,9 +43,11 @@ def run_probe(site_dir: Path, *first_on_path: Path) -> dict:
 
 def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_copies(cpu_context):
     files = sorted(path.name for path in (cpu_context / "site-packages").iterdir())
-    assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth", "trainstack-gloo-exit.pth",
-                     "trainstack-line-buffered.pth", "trainstack_absent_packages.json", "trainstack_absent_packages.py",
-                     "trainstack_compile_cache.py", "trainstack_gloo_exit.py", "trainstack_line_buffered.py"]
+    assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth",
+                     "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth", "trainstack-line-buffered.pth",
+                     "trainstack-mlflow-tracking.pth", "trainstack_absent_packages.json",
+                     "trainstack_absent_packages.py", "trainstack_compile_cache.py", "trainstack_framework_ranks.py",
+                     "trainstack_gloo_exit.py", "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py"]
     assert (cpu_context / "site-packages" / "trainstack-absent-packages.pth").read_text() == "import trainstack_absent_packages\n"
     data = json.loads((cpu_context / "site-packages" / "trainstack_absent_packages.json").read_text())
     assert data == {"flavor": "cpu", "absent": [dict(entry) for entry in load_matrix().flavor("cpu").absent]}
@@ -57,8 +59,10 @@ def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_co
 def test_a_flavor_with_nothing_absent_copies_the_other_hooks_only(tmp_path):
     context = write_build_context(load_matrix().flavor("gpu"), SourceOptions(), tmp_path / "gpu")
     assert sorted(path.name for path in (context / "site-packages").iterdir()) == [
-        "trainstack-compile-cache.pth", "trainstack-gloo-exit.pth", "trainstack-line-buffered.pth",
-        "trainstack_compile_cache.py", "trainstack_gloo_exit.py", "trainstack_line_buffered.py"]
+        "trainstack-compile-cache.pth", "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth",
+        "trainstack-line-buffered.pth", "trainstack-mlflow-tracking.pth", "trainstack_compile_cache.py",
+        "trainstack_framework_ranks.py", "trainstack_gloo_exit.py", "trainstack_line_buffered.py",
+        "trainstack_mlflow_tracking.py"]
     assert "COPY site-packages/" in render_dockerfile(load_matrix().flavor("gpu"))
 
 
