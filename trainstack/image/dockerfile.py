@@ -55,6 +55,15 @@ ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
 # The site hooks in every image, each a module and the .pth that imports it at startup: torch.compile says, as it
 # starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines; a rank that used
 # Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit.
+# Open MPI's defaults in every image, appended to its system MCA file so that a plain `mpirun` gets them as `trainrun
+# mpi` does (benchmarks/allreduce_cpu.py measured each; docs/guides/images.md says why):
+# - ranks on one host copy a large message through shared memory, twice, where cross-memory attach (one copy) is
+#   refused or not probed; the entrypoint probes it at container start (trainrun.cma) and sets
+#   OMPI_MCA_btl_vader_single_copy_mechanism=cma where it works, which wins over this file;
+# - a rank waiting for a message yields its core, to its own training thread and the other ranks, rather than
+#   spinning through its time slice (Open MPI does so by itself only for more ranks than cores).
+OPENMPI_MCA_PARAMS = {"btl_vader_single_copy_mechanism": "none", "mpi_yield_when_idle": "1"}
+OPENMPI_MCA_FILE = "/etc/openmpi/openmpi-mca-params.conf"
 SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth",
                    "trainstack_line_buffered.py", "trainstack-line-buffered.pth",
                    "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth")
@@ -135,6 +144,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "venv_layers_path": image_contract.VENV_LAYERS_PATH,
         "prune_globs": flavor.prune_globs,
         "runtime_env": runtime_env(),
+        "openmpi_mca_lines": openmpi_mca_lines(),
+        "openmpi_mca_file": OPENMPI_MCA_FILE,
         "venv": image_contract.VENV_DIR,
         "local_package_dirs": image_contract.LOCAL_PACKAGE_DIRS,
         "discovery_script": image_contract.DISCOVERY_SCRIPT_PATH,
@@ -181,6 +192,11 @@ def runtime_env() -> dict[str, str]:
         # Where torch's cpp_extension (DeepSpeed's JIT ops) builds, by default under the home directory too.
         "TORCH_EXTENSIONS_DIR": image_contract.TORCH_EXTENSIONS_DIR,
     }
+
+
+def openmpi_mca_lines() -> list[str]:
+    """The lines appended to Open MPI's MCA file: an empty one first, since Debian's file lacks a final newline."""
+    return ["", *(f"{name} = {value}" for name, value in OPENMPI_MCA_PARAMS.items())]
 
 
 def login_profile() -> str:
