@@ -36,7 +36,10 @@ PATTERN = (0.0, 1.0, 2.0)
 
 
 def emit(record: dict[str, Any]) -> None:
-    print(MARKER + json.dumps(record, separators=(",", ":")), flush=True)
+    # One write of the whole line: under torchrun's `python -u` a print() is two (the text, then the newline), and
+    # two ranks' records on their shared pipe came out as one line that no longer parses.
+    sys.stdout.write(MARKER + json.dumps(record, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
 
 
 def iterations(size: int) -> int:
