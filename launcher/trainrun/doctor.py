@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from importlib import metadata
 from typing import Any, Mapping
 
+from . import cma
 from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
@@ -57,6 +58,10 @@ class Facts:
     horovod_keras_3: bool = False  # Horovod carries the Keras 3 patch (images/patches/horovod-0.28.1-keras3.patch)
     # torch.compile's caches: (variable, directory, the noexec mount it is on or None) (trainrun.compile_cache).
     compile_caches: tuple[tuple[str, str, str | None], ...] = ()
+    # Open MPI's btl_vader_single_copy_mechanism and where its value comes from (ompi_info), and why this machine
+    # refuses cross-memory attach (trainrun.cma), None where it allows it.
+    single_copy: tuple[str, str] | None = None
+    cma_refused: str | None = None
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -238,9 +243,30 @@ def compile_checks(facts: Facts) -> list[Check]:
     return checks
 
 
+def single_copy_checks(facts: Facts) -> list[Check]:
+    """Open MPI's ranks on one host copy a large message once with cross-memory attach, where this machine
+    allows it, else twice through shared memory; cma where it is refused works too, but prints a line for each
+    large message."""
+    if facts.single_copy is None:
+        return []
+    value, source = facts.single_copy
+    setting = f"btl_vader_single_copy_mechanism {value} ({source})"
+    if facts.cma_refused is None and value == "cma":
+        return [Check("mpi-cma", "ok", f"{setting}: ranks on one host copy a large message once")]
+    if facts.cma_refused is None:
+        return [Check("mpi-cma", "warn", f"{setting}, though cross-memory attach works here: ranks on one host "
+                      "copy each large message twice", f"export {cma.MCA_VARIABLE}=cma")]
+    if value == "cma":
+        return [Check("mpi-cma", "warn", f"{setting}, but {facts.cma_refused}: Open MPI prints 'Read -1, "
+                      "expected N, errno = 1' for every large message", f"export {cma.MCA_VARIABLE}=none")]
+    return [Check("mpi-cma", "ok", f"{setting}: ranks on one host copy through shared memory, since "
+                  f"{facts.cma_refused}")]
+
+
 def run_checks(facts: Facts) -> list[Check]:
     return [*manifest_checks(facts), *package_checks(facts), *keras_checks(facts), *cuda_checks(facts),
-            *network_checks(facts), *shm_checks(facts), *tool_checks(facts), *compile_checks(facts)]
+            *network_checks(facts), *shm_checks(facts), *tool_checks(facts), *single_copy_checks(facts),
+            *compile_checks(facts)]
 
 
 def _installed(name: str) -> str | None:
@@ -293,6 +319,15 @@ def _mpi() -> str | None:
     return f"{flavor} {version.group(1)}" if version else flavor
 
 
+def _single_copy() -> tuple[str, str] | None:
+    """Open MPI's btl_vader_single_copy_mechanism as its processes here would get it, and its source (default,
+    environment, file (PATH:LINE)); None without Open MPI's ompi_info."""
+    prefix = "mca:btl:vader:param:btl_vader_single_copy_mechanism:"
+    output = _run(["ompi_info", "--parsable", "--level", "3", "--param", "btl", "vader"]) or ""
+    fields = dict(line.removeprefix(prefix).split(":", 1) for line in output.splitlines() if line.startswith(prefix))
+    return (fields["value"], fields["source"]) if "value" in fields and "source" in fields else None
+
+
 def _java() -> str | None:
     if shutil.which("java") is None:
         return None
@@ -312,12 +347,14 @@ def collect_facts(environ: Mapping[str, str]) -> Facts:
     names = set(REPORTED_PACKAGES) | set((manifest or {}).get("packages") or {})
     gpu_count, driver, driver_cuda = _nvidia_facts()
     shm = shutil.disk_usage("/dev/shm").total if os.path.isdir("/dev/shm") else None
+    single_copy = _single_copy()
     return Facts(manifest_path, manifest, {name: _installed(name) for name in sorted(names)}, gpu_count, driver,
                  driver_cuda, _torch_cuda() if gpu_count else None, shm, default_route_interface(),
                  tuple(sorted(psutil.net_if_addrs())), _mpi(), _java(), dict(environ),
                  nvidia_smi=shutil.which("nvidia-smi") is not None, horovod_keras_3=_horovod_keras_3(),
                  compile_caches=tuple((variable, directory, noexec_mount(directory))
-                                      for variable, directory in compiler_caches(environ)))
+                                      for variable, directory in compiler_caches(environ)),
+                 single_copy=single_copy, cma_refused=cma.refused() if single_copy else None)
 
 
 def format_checks(checks: list[Check]) -> str:

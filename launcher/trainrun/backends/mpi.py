@@ -101,13 +101,17 @@ def ranks_on_this_host(num_processes: int, hosts: tuple[HostSlots, ...], machine
 
 def openmpi_binding(hosts: tuple[HostSlots, ...], machine: Machine) -> list[str]:
     """Where this host runs every rank and has several cores for each, each rank on `PE` cores of its own (the
-    threads thread_env gives it); with one core per rank, mpirun's own default (as plain mpirun binds: core
-    for up to 2 ranks, else socket), because an explicit binding also binds memory, which docker's seccomp
-    profile refuses with a warning on every run; elsewhere no binding, as horovodrun."""
+    threads thread_env gives it); with one core per rank, mpirun's own binding (as plain mpirun binds: core for up
+    to 2 ranks, else socket; an explicit binding also binds memory, which docker's seccomp profile refuses with a
+    warning on every run), and a rank waiting for a message yields its core rather than spinning through its time
+    slice, which the other ranks and its own training thread need (benchmarks/allreduce_cpu.py; the images' MCA
+    defaults give a plain mpirun the same); elsewhere no binding, as horovodrun."""
     ranks = hosts[0].slots
     if len(hosts) == 1 and hosts[0].name in LOCAL_NAMES and ranks <= machine.cpu_count:
         cores_per_rank = machine.cpu_count // ranks
-        return ["-map-by", f"slot:PE={cores_per_rank}", "-bind-to", "core"] if cores_per_rank > 1 else []
+        if cores_per_rank > 1:
+            return ["-map-by", f"slot:PE={cores_per_rank}", "-bind-to", "core"]
+        return ["-mca", "mpi_yield_when_idle", "1"]
     return ["-bind-to", "none", "-map-by", "slot"]
 
 

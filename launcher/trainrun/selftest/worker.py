@@ -1,11 +1,12 @@
 """The rank side of `trainrun selftest`, started by trainrun's own launchers:
 
     python -m trainrun.selftest.worker probe
-    python -m trainrun.selftest.worker allreduce torch|horovod-torch|horovod-tensorflow cpu|cuda SIZE,...
+    python -m trainrun.selftest.worker allreduce torch|horovod-torch|horovod-tensorflow|mpi4py cpu|cuda SIZE,...
 
 `probe` (one rank per host) reports the GPUs nvidia-smi lists and each installed framework sees, and runs one
 training step of a small model under torch.compile and in eager mode. `allreduce` sums a float32 buffer of
-each size across the job's ranks: once to check the sum element by element, then timed. Every result is one
+each size across the job's ranks: once to check the sum element by element, then timed (`mpi4py`, MPI's own
+Allreduce on the same torch buffers, is benchmarks/allreduce_cpu.py's floor for Horovod over MPI). Every result is one
 short line on stdout, `trainrun-selftest {json}`, which the driver reads from the job's output (short lines:
 launchers relay and tag the output line by line).
 """
@@ -35,7 +36,10 @@ PATTERN = (0.0, 1.0, 2.0)
 
 
 def emit(record: dict[str, Any]) -> None:
-    print(MARKER + json.dumps(record, separators=(",", ":")), flush=True)
+    # One write of the whole line: under torchrun's `python -u` a print() is two (the text, then the newline), and
+    # two ranks' records on their shared pipe came out as one line that no longer parses.
+    sys.stdout.write(MARKER + json.dumps(record, separators=(",", ":")) + "\n")
+    sys.stdout.flush()
 
 
 def iterations(size: int) -> int:
@@ -173,6 +177,30 @@ class HorovodTorch:
         self.hvd.shutdown()
 
 
+class Mpi4py:
+    """MPI_Allreduce in place on the memory of CPU torch tensors."""
+
+    def __init__(self, device: str) -> None:
+        import torch
+        from mpi4py import MPI
+
+        if device != "cpu":
+            raise SystemExit("trainrun selftest: the mpi4py suite sums CPU buffers only")
+        self.torch, self.mpi = torch, MPI
+        self.device, self.transport = torch.device("cpu"), "mpi"
+        self.rank, self.ranks = MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size()
+
+    def allreduce(self, buffer: Any) -> Any:
+        self.mpi.COMM_WORLD.Allreduce(self.mpi.IN_PLACE, buffer.numpy(), op=self.mpi.SUM)
+        return buffer
+
+    def barrier(self) -> None:
+        self.mpi.COMM_WORLD.Barrier()
+
+    def close(self) -> None:
+        pass  # mpi4py finalizes MPI at exit
+
+
 def _local_gpu(count: int, local_rank: int | None = None) -> int:
     local = int(os.environ.get("LOCAL_RANK", "0")) if local_rank is None else local_rank
     if local >= count:
@@ -181,7 +209,7 @@ def _local_gpu(count: int, local_rank: int | None = None) -> int:
     return local
 
 
-def torch_sweep(collective: TorchDistributed | HorovodTorch, suite: str, sizes: list[int]) -> None:
+def torch_sweep(collective: TorchDistributed | HorovodTorch | Mpi4py, suite: str, sizes: list[int]) -> None:
     torch, host = collective.torch, socket.gethostname()
     for size in sizes:
         count = size // 4
@@ -250,6 +278,8 @@ def main(argv: list[str]) -> int:
         torch_sweep(TorchDistributed(device), suite, sizes)
     elif suite == "horovod-torch":
         torch_sweep(HorovodTorch(device), suite, sizes)
+    elif suite == "mpi4py":
+        torch_sweep(Mpi4py(device), suite, sizes)
     else:
         tensorflow_sweep(device, suite, sizes)
     return 0

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import dataclasses
+import errno
 import importlib.util
 import os
 
 import pytest
 
+from trainrun import cma
 from trainrun.compile_cache import compiler_caches, inductor_cache_dir, noexec_mount, noexec_problem, noexec_problems
 from trainrun.doctor import Facts, format_checks, run_checks
 from trainrun.machine import default_route_interface
@@ -157,3 +159,22 @@ def test_a_cache_on_a_mount_with_exec_is_fine(tmp_path) -> None:
         pytest.skip("this host's temp dir is mounted noexec")
     assert noexec_mount(str(tmp_path / "not" / "made" / "yet")) is None
     assert list(noexec_problems({"TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")})) == []
+
+
+SECCOMP = cma.explain(errno.EPERM, None, lambda: True)
+
+
+@pytest.mark.parametrize("single_copy, refused, status, text", [
+    (("cma", "environment"), None, "ok", "btl_vader_single_copy_mechanism cma (environment): ranks on one host copy "
+                                         "a large message once"),
+    (("none", "file (/etc/openmpi/openmpi-mca-params.conf:72)"), None, "warn", f"export {cma.MCA_VARIABLE}=cma"),
+    (("cma", "default"), SECCOMP, "warn", "prints 'Read -1, expected N, errno = 1' for every large message"),
+    (("none", "environment"), SECCOMP, "ok", f"copy through shared memory, since {SECCOMP}"),
+])
+def test_doctor_says_whether_open_mpi_copies_once_between_ranks_of_a_host(single_copy, refused, status, text) -> None:
+    check = find(dataclasses.replace(HEALTHY, single_copy=single_copy, cma_refused=refused), "mpi-cma")
+    assert check.status == status and text in check.detail + check.hint
+
+
+def test_doctor_has_no_single_copy_line_without_open_mpi() -> None:
+    assert "mpi-cma" not in statuses(HEALTHY)
