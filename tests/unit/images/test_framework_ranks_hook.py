@@ -122,9 +122,10 @@ def test_accelerate_launch_of_processes_it_would_not_start_ends_with_one_line(st
 def test_the_wrapped_modules_keep_their_source_and_other_imports_pass_by(stand_ins):
     statement = ("import inspect, json, sys; from lightning.pytorch.trainer import trainer; "
                  "finders = [getattr(finder, '__name__', type(finder).__name__) for finder in sys.meta_path]; "
-                 "print(finders[finders.index('PathFinder') - 1], inspect.getsource(trainer.Trainer.fit).split()[1], "
+                 "print('FrameworkImportWatch' in finders[:finders.index('PathFinder')], "
+                 "inspect.getsource(trainer.Trainer.fit).split()[1], "
                  "trainer.Trainer.fit.__doc__, type(json.__spec__.loader).__name__)")
-    assert probe(stand_ins, statement, {}) == (0, "FrameworkImportWatch fit(self, Fits the model. SourceFileLoader\n", "")
+    assert probe(stand_ins, statement, {}) == (0, "True fit(self, Fits the model. SourceFileLoader\n", "")
 
 
 def test_the_suggested_split_needs_the_ranks_per_node(stand_ins):
