@@ -35,6 +35,8 @@ from pathlib import Path
 
 from in_image import ROOT, result_from_image
 
+from trainstack.image import openmpi_defaults
+
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 from open_mpi_containers import CMA_REFUSED_MESSAGE, CONTAINER_OPTIONS, DOCKER_RUN_OPTIONS  # noqa: E402
 
@@ -64,48 +66,66 @@ class Config:
         return ["mpirun", "-np", str(RANKS), *self.mpirun_args, *exports, sys.executable, *worker]
 
 
-def mca(single_copy: str, bind: str, yield_when_idle: bool, algorithm: int | None = None) -> tuple[str, ...]:
-    """mpirun's options for one setting of each suspect, every one explicit, whatever the image's defaults."""
+FIXED = "fixed decision"  # Open MPI 4.1's own choice of allreduce algorithm by message size
+RULES = "the image's rules"  # trainstack.image.openmpi_defaults: a segmented ring from 1 MiB
+
+
+def mca(single_copy: str, bind: str, yield_when_idle: bool, algorithm: str | int = FIXED) -> tuple[str, ...]:
+    """mpirun's options for one setting of each suspect, every one explicit, whatever the image's defaults: the
+    allreduce algorithm is Open MPI's fixed decision, the image's rules file, or one algorithm forced for every size
+    (the segmented ring with the rules' segment size)."""
     args = ["--bind-to", bind, "--mca", "btl_vader_single_copy_mechanism", single_copy,
             "--mca", "mpi_yield_when_idle", str(int(yield_when_idle))]
-    if algorithm is not None:
-        args += ["--mca", "coll_tuned_use_dynamic_rules", "1", "--mca", "coll_tuned_allreduce_algorithm",
-                 str(algorithm)]
+    if algorithm == FIXED:
+        return (*args, "--mca", "coll_tuned_use_dynamic_rules", "0")
+    args += ["--mca", "coll_tuned_use_dynamic_rules", "1"]
+    if algorithm == RULES:
+        return (*args, "--mca", "coll_tuned_dynamic_rules_filename", openmpi_defaults.COLL_RULES_FILE)
+    args += ["--mca", "coll_tuned_allreduce_algorithm", str(algorithm)]
+    if algorithm == openmpi_defaults.SEGMENTED_RING:
+        args += ["--mca", "coll_tuned_allreduce_algorithm_segmentsize", str(openmpi_defaults.ALLREDUCE_RULES[-1][2])]
     return tuple(args)
 
 
-def horovod(single_copy: str, bind: str, yield_when_idle: bool, algorithm: int | None = None) -> Config:
+def horovod(single_copy: str, bind: str, yield_when_idle: bool, algorithm: str | int = FIXED) -> Config:
     return Config("mpirun", mpirun_args=mca(single_copy, bind, yield_when_idle, algorithm))
 
 
-# coll tuned's allreduce algorithms; 0, Open MPI's own choice, is the row without one.
-ALGORITHMS = {1: "basic linear", 2: "nonoverlapping", 3: "recursive doubling", 4: "ring", 5: "segmented ring",
-              6: "rabenseifner"}
+def mpi4py(single_copy: str, algorithm: str) -> Config:
+    return Config("mpirun", suite="mpi4py", mpirun_args=mca(single_copy, "core", True, algorithm))
+
+
+# coll tuned's allreduce algorithms forced for every size.
+ALGORITHMS = {4: "ring", 5: "segmented ring", 6: "rabenseifner"}
 COMMON = {
     GLOO: Config("torchrun", suite="torch"),
     DEFAULT_ROW: Config("mpirun"),
     "horovod, trainrun mpi": Config("trainrun"),
-    "horovod, none, bind core, no yield (the image's old settings)": horovod("none", "core", False),
-    "horovod, cma, bind core, yield": horovod("cma", "core", True),
-    "horovod, none, bind core, yield": horovod("none", "core", True),
-    "horovod, none, bind none, yield": horovod("none", "none", True),
-    "mpi4py, none, bind core, yield": Config("mpirun", suite="mpi4py", mpirun_args=mca("none", "core", True)),
+    "horovod, none, bind core, no yield, fixed decision (the image's old settings)": horovod("none", "core", False),
+    "horovod, none, bind core, yield, fixed decision": horovod("none", "core", True),
+    "horovod, none, bind core, yield, the image's rules": horovod("none", "core", True, RULES),
+    "horovod, none, bind none, yield, the image's rules": horovod("none", "none", True, RULES),
+    "mpi4py, none, fixed decision": mpi4py("none", FIXED),
+    "mpi4py, none, the image's rules": mpi4py("none", RULES),
+    "horovod, image defaults, HOROVOD_CYCLE_TIME=0.1": Config("mpirun", env={"HOROVOD_CYCLE_TIME": "0.1"}),
     "horovod gloo controller (horovodrun --gloo)": Config("horovodrun"),
 }
 CONFIGS = {
     "cma allowed": {
         **COMMON,
-        "horovod, cma, bind core, no yield": horovod("cma", "core", False),
-        "horovod, cma, bind none, no yield": horovod("cma", "none", False),
-        "horovod, cma, bind none, yield": horovod("cma", "none", True),
+        "horovod, cma, bind core, yield, fixed decision": horovod("cma", "core", True),
+        "horovod, cma, bind core, no yield, fixed decision": horovod("cma", "core", False),
+        "horovod, cma, bind core, no yield, the image's rules": horovod("cma", "core", False, RULES),
+        "horovod, cma, bind none, yield, the image's rules": horovod("cma", "none", True, RULES),
         **{f"horovod, cma, bind core, yield, algorithm {number} ({name})": horovod("cma", "core", True, number)
            for number, name in ALGORITHMS.items()},
-        "mpi4py, cma, bind core, yield": Config("mpirun", suite="mpi4py", mpirun_args=mca("cma", "core", True)),
+        "mpi4py, cma, fixed decision": mpi4py("cma", FIXED),
+        "mpi4py, cma, the image's rules": mpi4py("cma", RULES),
         # Horovod's Gloo allreduce under the MPI controller: it dies of SIGSEGV in Horovod 0.28.1 (GlooContext is
         # not set up without the Gloo controller), a row to show that, not a speed.
         "horovod, HOROVOD_CPU_OPERATIONS=gloo": Config("mpirun", env={"HOROVOD_CPU_OPERATIONS": "gloo"}),
     },
-    # Where cross-memory attach is refused, the row asking for cma shows what Open MPI does then.
+    # Where cross-memory attach is refused (docker 20.10's default seccomp profile, as on this project's machine).
     "cma refused": COMMON,
 }
 
@@ -214,7 +234,7 @@ def main() -> int:
             args.image, "allreduce_cpu.py",
             ["--in-container", environment, "--turn", str(turn), "--sizes", size_list, "--timeout", str(args.timeout)],
             timeout=args.timeout * len(CONFIGS[environment]), shm_size="1g",
-            environment={"PYTHONPATH": "/src/launcher", "OMP_NUM_THREADS": "1"}, **options)
+            environment={"PYTHONPATH": "/src/launcher:/src", "OMP_NUM_THREADS": "1"}, **options)
             for environment, options in CONTAINER_OPTIONS.items()})
     table = summarize(rounds, sizes)
     result = {

@@ -8,6 +8,8 @@ from __future__ import annotations
 import pytest
 from open_mpi_containers import CMA_REFUSED_MESSAGE, CONTAINER_OPTIONS
 
+from trainstack.image.openmpi_defaults import COLL_RULES_FILE, MCA_FILE, coll_rules_lines
+
 VARIABLE = "OMPI_MCA_btl_vader_single_copy_mechanism"
 # Each rank sums 8 MiB (above every eager limit, so a cross-memory-attach copy where it is on) and prints what
 # single-copy mechanism its environment asks for.
@@ -51,11 +53,15 @@ def test_a_value_the_user_set_is_kept_unprobed(in_image) -> None:
 
 
 def test_a_plain_mpirun_gets_the_image_mca_defaults(in_image) -> None:
-    """Ranks that yield their core when waiting (trainstack.image.dockerfile.OPENMPI_MCA_PARAMS), from the MCA file
-    every Open MPI process here reads."""
+    """Ranks that yield their core when waiting, and coll tuned's allreduce rules (trainstack.image.openmpi_defaults),
+    from the MCA file every Open MPI process here reads; the tests above sum 8 MiB under those rules."""
     settings = in_image.run(["ompi_info", "--parsable", "--level", "9", "--param", "mpi", "all"])
     assert "mca:mpi:base:param:mpi_yield_when_idle:value:true" in settings
-    assert "mca:mpi:base:param:mpi_yield_when_idle:source:file (/etc/openmpi/openmpi-mca-params.conf" in settings
+    assert f"mca:mpi:base:param:mpi_yield_when_idle:source:file ({MCA_FILE}" in settings
+    tuned = in_image.run(["ompi_info", "--parsable", "--level", "9", "--param", "coll", "tuned"])
+    assert "mca:coll:tuned:param:coll_tuned_use_dynamic_rules:value:true" in tuned
+    assert f"mca:coll:tuned:param:coll_tuned_dynamic_rules_filename:value:{COLL_RULES_FILE}" in tuned
+    assert in_image.run(["cat", COLL_RULES_FILE]).splitlines() == coll_rules_lines()
 
 
 def test_docker_exec_gets_the_mca_file_value(docker_client, image) -> None:

@@ -98,6 +98,33 @@ def _release_notes_example() -> str:
     return "```markdown\n" + (REPO_ROOT / RELEASE_NOTES_GOLDEN).read_text(encoding="utf-8") + "```"
 
 
+ALLREDUCE_RESULTS = "benchmarks/results/allreduce_cpu.json"
+
+
+def _allreduce_tables() -> str:
+    """benchmarks/allreduce_cpu.py's last run: per container, busbw in GB/s and its ratio to Gloo's per size."""
+    import json
+
+    from trainstack.image.docs import markdown_table
+
+    measured = json.loads((REPO_ROOT / ALLREDUCE_RESULTS).read_text(encoding="utf-8"))
+    parts = [f"Measured {measured['measured_at']} in `{measured['image']['tag']}` ({measured['machine']}, load "
+             f"average {measured['load_average_1m']['start']} at the start), the median of {measured['rounds']} "
+             f"rounds: `{' '.join(measured['command'])}`."]
+    for environment, found in measured["results"].items():
+        sizes = list(next(iter(found["rows"].values()))["sizes"])
+        rows = [[name, *(f"{cell['busbw_gbps']:.2f} ({cell['ratio_to_gloo']:.2f}x)" if cell["ratio_to_gloo"]
+                         else f"{cell['busbw_gbps']:.2f}" if cell["busbw_gbps"] else "failed"
+                         for cell in row["sizes"].values())]
+                for name, row in found["rows"].items()]
+        goal = found["goal"]
+        parts += ["", f"**{environment}** (`{measured['environments'][environment]['docker_run_options']}`"
+                      f"): busbw GB/s (ratio to Gloo); goal for `{goal['row']}`: at least "
+                      f"{goal['ratio_to_gloo_at_least']}x at every size, lowest {goal['lowest_ratio']}x",
+                  "", markdown_table(["configuration", *sizes], rows)]
+    return "\n".join(parts)
+
+
 def _matrix_page() -> str:
     from trainstack.image.docs import flavor_details, flavor_table, gpu_flavor_table, rules_table, venv_layers_table
 
@@ -258,6 +285,7 @@ GENERATED: tuple[Generated, ...] = (
     Generated("README.md", "get-the-images", "trainstack/image/published_images.py", _readme_get_the_images),
     Generated("README.md", "site-links", "docs/index.md and the section indexes", _site_links),
     Generated("docs/guides/gpu.md", "gpu-flavors-table", "images/matrix.yaml", _gpu_flavor_table),
+    Generated("docs/guides/launcher.md", "allreduce-cpu-tables", ALLREDUCE_RESULTS, _allreduce_tables),
     Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
     Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
     Generated("docs/contributing/patches.md", "patches-table", "images/matrix.yaml", _patches_table),

@@ -9,7 +9,7 @@ import shlex
 import jinja2
 
 from trainrun import image_contract
-from trainstack.image import naming
+from trainstack.image import naming, openmpi_defaults
 from trainstack.image.components import build_components
 from trainstack.image.cuda_build import NVIDIA_LD_CONF
 from trainstack.image.matrix import REPO_ROOT, Flavor
@@ -43,15 +43,6 @@ BUILD_RECORD_PATH = f"/tmp/trainstack-{BUILD_RECORD}"
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
 ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
-# Open MPI's defaults in every image, appended to its system MCA file so that a plain `mpirun` gets them as `trainrun
-# mpi` does (benchmarks/allreduce_cpu.py measured each; docs/guides/images.md says why):
-# - ranks on one host copy a large message through shared memory, twice, where cross-memory attach (one copy) is
-#   refused or not probed; the entrypoint probes it at container start (trainrun.cma) and sets
-#   OMPI_MCA_btl_vader_single_copy_mechanism=cma where it works, which wins over this file;
-# - a rank waiting for a message yields its core, to its own training thread and the other ranks, rather than
-#   spinning through its time slice (Open MPI does so by itself only for more ranks than cores).
-OPENMPI_MCA_PARAMS = {"btl_vader_single_copy_mechanism": "none", "mpi_yield_when_idle": "1"}
-OPENMPI_MCA_FILE = "/etc/openmpi/openmpi-mca-params.conf"
 # The site hooks in every image, each a module and the .pth that imports it at startup: torch.compile says, as it
 # starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines; a rank that used
 # Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit; a Lightning Trainer,
@@ -101,8 +92,10 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "venv_layers_path": image_contract.VENV_LAYERS_PATH,
         "prune_globs": flavor.prune_globs,
         "runtime_env": runtime_env(),
-        "openmpi_mca_lines": openmpi_mca_lines(),
-        "openmpi_mca_file": OPENMPI_MCA_FILE,
+        "openmpi_mca_lines": openmpi_defaults.mca_lines(),
+        "openmpi_mca_file": openmpi_defaults.MCA_FILE,
+        "openmpi_coll_rules_lines": openmpi_defaults.coll_rules_lines(),
+        "openmpi_coll_rules_file": openmpi_defaults.COLL_RULES_FILE,
         "venv": image_contract.VENV_DIR,
         "local_package_dirs": image_contract.LOCAL_PACKAGE_DIRS,
         "discovery_script": image_contract.DISCOVERY_SCRIPT_PATH,
@@ -151,11 +144,6 @@ def runtime_env() -> dict[str, str]:
         # MLflow imports GitPython, which warns on every import that the image has no git executable.
         "GIT_PYTHON_REFRESH": "quiet",
     }
-
-
-def openmpi_mca_lines() -> list[str]:
-    """The lines appended to Open MPI's MCA file: an empty one first, since Debian's file lacks a final newline."""
-    return ["", *(f"{name} = {value}" for name, value in OPENMPI_MCA_PARAMS.items())]
 
 
 def login_profile() -> str:
