@@ -13,15 +13,15 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # test_estimator_predictions fits and transforms both estimators.
 # So do the Keras twins of Horovod rows that CI keeps (Keras 2 through tf_keras; plain mpirun, as trainrun's Keras row
 # trains it), to keep a fresh machine's CI under the hour.
-# Lightning and the Hugging Face Trainer keep in CI one row per launcher (trainrun torch, TorchDistributor in local
-# mode, accelerate launch, about 4 minutes together); their rows on Spark executors (local-cluster, local[2]) run
-# under --long.
-# MLflow keeps in CI its Lightning autologging and TorchDistributor's rank 0 logging; the Trainer's autologging and
-# HorovodRunner's rank 0 logging run under --long (the lab's browser test logs a HorovodRunner run in CI).
+# Lightning, the Hugging Face Trainer and MLflow keep in CI one row each under trainrun torch (Lightning's DDP, the
+# Trainer, Lightning's MLflow autologging; test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows
+# under TorchDistributor, with DeepSpeed, accelerate launch, PEFT, the Trainer's autologging and the distributors'
+# rank-0 logging run under --long, to keep a fresh machine's CI under the hour.
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
-                  "horovod-keras-legacy", "horovod-keras-mpirun", "lightning-distributor-local-cluster",
-                  "hf-trainer-distributor", "hf-trainer-deepspeed-distributor",
-                  "mlflow-transformers-autolog", "horovod-runner-mlflow")
+                  "horovod-keras-legacy", "horovod-keras-mpirun", "lightning-distributor-local",
+                  "lightning-distributor-local-cluster", "hf-trainer-distributor", "hf-trainer-deepspeed-trainrun",
+                  "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
+                  "torch-distributor-mlflow", "horovod-runner-mlflow")
 
 
 @pytest.mark.parametrize("workflow", [
