@@ -21,6 +21,7 @@ import os
 import runpy
 import signal
 import sys
+import traceback
 
 from ..program import Program, program_from_rank_args
 from .env import VERBOSE, launcher_rank_env, output_shown
@@ -55,8 +56,8 @@ def run_program(program: Program) -> None:
 
 
 def print_user_traceback(exc: BaseException) -> None:
-    """The program's traceback as Python would print it for `python script.py`, through sys.excepthook (the
-    image's one-line errors, e.g. trainstack_mlflow_tracking's, and the program's own hook): without the frames of
+    """The program's traceback as Python would print it for `python script.py`, through a hook that replaced
+    sys.excepthook (the image's one-line errors, e.g. trainstack_mlflow_tracking's, or the program's own): without the frames of
     this entry and runpy in front (a missing script is one line), nor those of trainrun's own code that hides itself
     (`__tracebackhide__`, as IPython and pytest read it: a %%trainrun cell's runner), unless trainrun --verbose."""
     tb = exc.__traceback__
@@ -64,8 +65,13 @@ def print_user_traceback(exc: BaseException) -> None:
         while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>")
                                   or tb.tb_frame.f_locals.get("__tracebackhide__")):
             tb = tb.tb_next
-    # Python's own hook prints the exception's __traceback__ (whatever `tb` it is given), so that is cut too.
-    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
+    # Python's own hook prints the exception's __traceback__ (whatever `tb` it is given), so that is cut too. Where
+    # no hook replaced it, traceback prints instead: it reads linecache, where a %%trainrun cell's source lines are.
+    exc = exc.with_traceback(tb)
+    if sys.excepthook is sys.__excepthook__:
+        traceback.print_exception(type(exc), exc, tb)
+    else:
+        sys.excepthook(type(exc), exc, tb)
 
 
 def _silence() -> None:
