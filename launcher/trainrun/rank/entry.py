@@ -57,9 +57,10 @@ def run_program(program: Program) -> None:
 
 def print_user_traceback(exc: BaseException) -> None:
     """The program's traceback as Python would print it for `python script.py`, through a hook that replaced
-    sys.excepthook (the image's one-line errors, e.g. trainstack_mlflow_tracking's, or the program's own): without the frames of
-    this entry and runpy in front (a missing script is one line), nor those of trainrun's own code that hides itself
-    (`__tracebackhide__`, as IPython and pytest read it: a %%trainrun cell's runner), unless trainrun --verbose."""
+    sys.excepthook (the image's one-line errors, e.g. trainstack_mlflow_tracking's, or the program's own): without
+    the frames of this entry and runpy in front (a missing script is one line), nor those of trainrun's own code that
+    hides itself (`__tracebackhide__`, as IPython and pytest read it: a %%trainrun cell's runner), unless trainrun
+    --verbose."""
     tb = exc.__traceback__
     if not os.environ.get(VERBOSE):
         while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>")
