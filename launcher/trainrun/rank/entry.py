@@ -56,23 +56,17 @@ def run_program(program: Program) -> None:
 
 
 def print_user_traceback(exc: BaseException) -> None:
-    """The program's traceback as Python would print it for `python script.py`, through a hook that replaced
-    sys.excepthook (the image's one-line errors, e.g. trainstack_mlflow_tracking's, or the program's own): without
-    the frames of this entry and runpy in front (a missing script is one line), nor those of trainrun's own code that
-    hides itself (`__tracebackhide__`, as IPython and pytest read it: a %%trainrun cell's runner), unless trainrun
-    --verbose."""
+    """The program's traceback as Python would print it for `python script.py`, through sys.excepthook (the
+    image's one-line errors, e.g. trainstack_mlflow_tracking's, and the program's own hook): without the frames of
+    this entry and runpy in front (a missing script is one line), nor those of trainrun's own code that hides itself
+    (`__tracebackhide__`, as IPython and pytest read it: a %%trainrun cell's runner), unless trainrun --verbose."""
     tb = exc.__traceback__
     if not os.environ.get(VERBOSE):
         while tb is not None and (tb.tb_frame.f_code.co_filename in (__file__, runpy.__file__, "<frozen runpy>")
                                   or tb.tb_frame.f_locals.get("__tracebackhide__")):
             tb = tb.tb_next
-    # Python's own hook prints the exception's __traceback__ (whatever `tb` it is given), so that is cut too. Where
-    # no hook replaced it, traceback prints instead: it reads linecache, where a %%trainrun cell's source lines are.
-    exc = exc.with_traceback(tb)
-    if sys.excepthook is sys.__excepthook__:
-        traceback.print_exception(type(exc), exc, tb)
-    else:
-        sys.excepthook(type(exc), exc, tb)
+    # Python's own hook prints the exception's __traceback__ (whatever `tb` it is given), so that is cut too.
+    sys.excepthook(type(exc), exc.with_traceback(tb), tb)
 
 
 def _silence() -> None:
@@ -84,6 +78,10 @@ def _silence() -> None:
 
 def run_rank(program: Program) -> int:
     """Run the program in this process; its exit code (exceptions are 1, Ctrl-C 130)."""
+    if sys.excepthook is sys.__excepthook__:
+        # Python's own hook reads source files, not linecache, where a %%trainrun cell's lines are; the traceback
+        # module reads both. A hook installed later (the image's MLflow hook, the program's own) wraps this one.
+        sys.excepthook = traceback.print_exception
     try:
         run_program(program)
         code = 0
