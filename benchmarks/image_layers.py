@@ -35,10 +35,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from trainrun.image_contract import VENV_LAYERS_PATH
+from trainrun.image_contract import LOCAL_PACKAGE_DIRS, VENV_LAYERS_PATH
 from trainstack import docker_client
 from trainstack.image.build import BUILD_DIR, run_build
-from trainstack.image.build_context import write_build_context
+from trainstack.image.build_context import in_image, write_build_context
+from trainstack.image.dockerfile import IMAGE_ROOT, LAYER_MTIME, STEP_START
 from trainstack.image.matrix import load_matrix
 from trainstack.image.naming import flavor_image
 from trainstack.image.sources import sources_for
@@ -47,8 +48,9 @@ RESULTS = Path(__file__).parent / "results" / "image_layers.json"
 MANIFEST_TYPES = "application/vnd.docker.distribution.manifest.v2+json, application/vnd.oci.image.manifest.v1+json"
 LARGEST_LAYER_GOAL_GB = 5.0
 LAUNCHER_ONLY_GOAL_MB = 5.0
-# History rows: the venv's layers are the COPYs of a folder into /; a #(nop) row makes a layer only for COPY or ADD.
-VENV_LAYER_COPY = re.compile(r"#\(nop\) COPY dir:\w+ in / $")
+# History rows: a COPY of a folder into / (the venv's layers among them); a #(nop) row makes a layer only for COPY or
+# ADD.
+ROOT_COPY = re.compile(r"#\(nop\) COPY dir:\w+ in / $")
 LAYER_COMMENT = re.compile(r"#\(nop\) (COPY|ADD) ")
 CHANGES = ("launcher-only", "deepspeed-patch", "torch-bump")
 TORCH_BUMP = "torch-bump"
@@ -102,19 +104,22 @@ def pushed_layers(client, registry: str, image: str) -> list[dict]:
 
 def history_layers(client, image: str) -> list[tuple[str, int]]:
     """(what made it, its size on disk) for each of the image's layers, bottom first, from its history, whose
-    metadata rows make no layer: the instruction, or, for the venv's layers (the COPYs into /), the layer's name from
-    the image's own venv-layers.json, which lists them in order."""
+    metadata rows make no layer: the instruction, or, for the folders copied into / (the step script, the venv's
+    layers from the image's own venv-layers.json, which lists them in order, their report and the image's files, in
+    the Dockerfile's order), the folder's name."""
     status, text = docker_client.run_in_image(client, image, ["cat", VENV_LAYERS_PATH])
-    venv_layers = iter(json.loads(text) if status == 0 else [])
+    venv_layers = [f"venv: {name}" for name in (json.loads(text) if status == 0 else [])]
+    root_copies = iter(["step script", *venv_layers, "venv layers' report", "image files"])
     layers = []
     for row in reversed(client.api.history(image)):
         created_by = row["CreatedBy"]
         if "#(nop)" in created_by and not LAYER_COMMENT.search(created_by):
             continue
-        if VENV_LAYER_COPY.search(created_by):
-            name = f"venv: {next(venv_layers)}"
+        if ROOT_COPY.search(created_by):
+            name = next(root_copies)
         else:
-            name = " ".join(created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").split())[:90] or "base image"
+            step = created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").removeprefix(f"{STEP_START} && ")
+            name = " ".join(step.split())[:90] or "base image"
         layers.append((name, row["Size"]))
     return layers
 
@@ -148,8 +153,10 @@ def changed_context(flavor_name: str, change: str) -> Path:
     flavor = load_matrix().flavor(flavor_name, {"base_image": base} if base else {})
     context = write_build_context(flavor, sources_for(flavor), BUILD_DIR / f"{flavor_name}-{change}")
     if change == "launcher-only":
-        with (context / "launcher" / "trainrun" / "__init__.py").open("a") as module:
-            module.write("# image_layers benchmark: a launcher-only change\n")
+        module = in_image(context / IMAGE_ROOT, LOCAL_PACKAGE_DIRS["launcher"]) / "trainrun" / "__init__.py"
+        with module.open("a") as text:
+            text.write("# image_layers benchmark: a launcher-only change\n")
+        os.utime(module, (LAYER_MTIME, LAYER_MTIME))
     else:
         patch = context / "patches" / DEEPSPEED_PATCH
         patch.write_text(patch.read_text().replace("(e.g. x86-64-v3)", "(for example x86-64-v3)", 1))

@@ -1,6 +1,7 @@
 """Splits the builder's venv into one folder per image layer, each a set of distributions, for COPY --from.
 
-    venv_layers.py VENV SITE_PACKAGES OUT REPORT --layer NAME=PATTERN[,PATTERN...] [--layer ...]
+    venv_layers.py VENV SITE_PACKAGES OUT REPORT --mtime SECONDS [--report-root DIR]
+                   --layer NAME=PATTERN[,PATTERN...] [--layer ...]
 
 Each file of VENV goes to OUT/NAME/<its absolute path> for the first layer one of whose patterns (fnmatch, on
 canonical distribution names: lower case, runs of -_. as one -) names the distribution whose RECORD lists it; the
@@ -9,7 +10,8 @@ layer of its own, so a pull after a change re-sends the changed layer and those 
 
 The layers are made reproducible: every .pyc is compiled again as a checked-hash pyc (a timestamp pyc records its
 source's install time, so two builds differ, and would go stale once the mtimes below change), then every file,
-link and folder gets the same mtime and root's ownership. REPORT gets each layer's distributions, files and bytes.
+link and folder gets the same mtime (SECONDS) and root's ownership. REPORT gets each layer's distributions, files and
+bytes; where it lies under a --report-root, a folder the image copies into / as it is, that folder is made the same way.
 """
 from __future__ import annotations
 
@@ -24,8 +26,6 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-# 2000-01-01T00:00:00Z: any constant does; a date zip files can hold, should a user's tool pack these files again.
-NORMALIZED_MTIME = 946684800
 CATCH_ALL = "*"
 
 
@@ -113,14 +113,14 @@ def split(venv: Path, site_packages: Path, out: Path, layers: list[tuple[str, li
     return {name: {**entry, "distributions": sorted(entry["distributions"])} for name, entry in report.items()}
 
 
-def normalize(out: Path) -> None:
+def normalize(out: Path, mtime: int) -> None:
     """One mtime and root's ownership for every file, link and folder under OUT (folders last)."""
     for folder, dirs, files in os.walk(out, topdown=False):
         for name in [*files, *dirs]:
             path = os.path.join(folder, name)
             os.lchown(path, 0, 0)
-            os.utime(path, (NORMALIZED_MTIME, NORMALIZED_MTIME), follow_symlinks=False)
-        os.utime(folder, (NORMALIZED_MTIME, NORMALIZED_MTIME))
+            os.utime(path, (mtime, mtime), follow_symlinks=False)
+        os.utime(folder, (mtime, mtime))
 
 
 def main() -> None:
@@ -129,6 +129,8 @@ def main() -> None:
     parser.add_argument("site_packages", type=Path)
     parser.add_argument("out", type=Path)
     parser.add_argument("report", type=Path)
+    parser.add_argument("--mtime", type=int, required=True)
+    parser.add_argument("--report-root", type=Path)
     parser.add_argument("--layer", type=parse_layer, action="append", required=True, dest="layers")
     args = parser.parse_args()
     if [patterns for _, patterns in args.layers].count([CATCH_ALL]) != 1:
@@ -137,8 +139,11 @@ def main() -> None:
     for pyc in failed:
         print(f"venv layers: {pyc}: its source does not compile; left as it was", file=sys.stderr)
     report = split(args.venv, args.site_packages, args.out, args.layers)
-    normalize(args.out)
+    normalize(args.out, args.mtime)
+    args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(report, indent=2) + "\n")
+    if args.report_root:
+        normalize(args.report_root, args.mtime)
     for name, entry in report.items():
         print(f"venv layer {name}: {entry['bytes'] / 1e6:.1f} MB, {entry['files']} files, "
               f"{len(entry['distributions'])} distributions")

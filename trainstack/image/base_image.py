@@ -33,6 +33,14 @@ def make_base_image(tag: str = DEFAULT_BASE_TAG, suite: str = "bookworm", mirror
                 report(f"base: {line.rstrip()}")
         if process.wait() != 0:
             raise TrainstackError(f"base: debootstrap {suite} failed:\n{''.join(tail)}")
+        # As Debian's own images: no package lists or downloaded packages (a step that removed them would leave
+        # whiteouts, stamped with the time of its build, in its layer).
+        for leftover in [*(rootfs / "var/lib/apt/lists").iterdir(), *(rootfs / "var/cache/apt").rglob("*.deb"),
+                         *(rootfs / "var/cache/apt").glob("*.bin")]:
+            if leftover.is_dir():
+                shutil.rmtree(leftover)
+            else:
+                leftover.unlink()
         report(f"base: importing the root filesystem as {tag}")
         archive = Path(workdir) / "rootfs.tar"
         with tarfile.open(archive, "w") as tar:

@@ -1,19 +1,26 @@
 """A flavor's Docker build context: the rendered Dockerfile, what its builder's components copy and read (their
-files, patches and requirement files), the record of those patches, and what the image's last stage copies."""
+files, patches and requirement files), and the folders the image copies into / as they are: the script that ends each
+RUN step (RUNTIME_OS_ROOT) and the image's own files with the record of the builder's patches (IMAGE_ROOT)."""
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from trainrun import image_contract
 from trainstack.image.components import BuildComponent, build_components
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
-    BUILD_RECORD,
+    BUILD_RECORD_PATH,
+    IMAGE_ROOT,
     IMAGES_DIR,
+    LAYER_MTIME,
+    REPRODUCIBLE_LAYER_SCRIPT,
+    RUNTIME_OS_ROOT,
     SITE_HOOK_FILES,
     absent_packages_data,
     ipython_config,
@@ -32,20 +39,18 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources))
-    (out_dir / "login-profile.sh").write_text(login_profile())
-    (out_dir / "ipython_config.py").write_text(ipython_config())
-    (out_dir / "lab-overrides.json").write_text(lab_settings_overrides())
     components = build_components(flavor, sources)
     (out_dir / "patches").mkdir()
     for component in components:
         _write_component_files(component, out_dir)
-    (out_dir / BUILD_RECORD).write_text(json.dumps(build_record(flavor, load_matrix().rules), indent=2) + "\n")
-    # The image's own scripts, all of them: its last stage copies the folder.
+    # The image's scripts, for the builder's steps; the image's own copy is in IMAGE_ROOT.
     shutil.copytree(IMAGES_DIR / "scripts", out_dir / "scripts", ignore=_ignore_build_debris, dirs_exist_ok=True)
-    _write_site_packages(flavor, out_dir / "site-packages")
-    shutil.copytree(REPO_ROOT / "launcher", out_dir / "launcher", ignore=_ignore_build_debris)
-    shutil.copytree(REPO_ROOT / "examples", out_dir / "examples", ignore=_ignore_build_debris)
-    shutil.copytree(REPO_ROOT / "templates", out_dir / "templates", ignore=_ignore_build_debris)
+    runtime_os_root = out_dir / RUNTIME_OS_ROOT
+    _copy_file(IMAGES_DIR / "scripts" / Path(REPRODUCIBLE_LAYER_SCRIPT).name,
+               in_image(runtime_os_root, REPRODUCIBLE_LAYER_SCRIPT))
+    _write_image_files(flavor, out_dir / IMAGE_ROOT)
+    for root in (runtime_os_root, out_dir / IMAGE_ROOT):
+        _normalize(root)
     wheelhouse = out_dir / "wheelhouse"
     wheelhouse.mkdir()
     if sources.wheelhouse:
@@ -55,6 +60,50 @@ def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -
         (out_dir / "build-ca").mkdir()
         shutil.copyfile(sources.ca_bundle, out_dir / "build-ca" / "ca-bundle.crt")
     return out_dir
+
+
+def in_image(root: Path, path: str) -> Path:
+    """Where a file at `path` in the image lies in one of the context's folders copied into / (root)."""
+    return root / path.lstrip("/")
+
+
+def _write_image_files(flavor: Flavor, root: Path) -> None:
+    """The image's own files at their paths in the image, under root: the launcher's and templates' sources, the GPU
+    discovery script, the examples, the image's scripts, the login shells' environment, the IPython config, JupyterLab's
+    settings overrides, the build record and the site hooks."""
+    for name, folder in image_contract.LOCAL_PACKAGE_DIRS.items():
+        shutil.copytree(REPO_ROOT / name, in_image(root, folder), ignore=_ignore_build_debris)
+    _copy_file(REPO_ROOT / "templates" / "pooltemplates" / "scripts" / "discover-gpus.sh",
+               in_image(root, image_contract.DISCOVERY_SCRIPT_PATH))
+    shutil.copytree(REPO_ROOT / "examples", in_image(root, image_contract.EXAMPLES_DIR), ignore=_ignore_build_debris)
+    shutil.copytree(IMAGES_DIR / "scripts", in_image(root, image_contract.IMAGE_SCRIPTS_DIR),
+                    ignore=_ignore_build_debris)
+    for path, text in ((image_contract.LOGIN_PROFILE_PATH, login_profile()),
+                       (f"{image_contract.VENV_DIR}/etc/ipython/ipython_config.py", ipython_config()),
+                       (f"{image_contract.VENV_DIR}/share/jupyter/lab/settings/overrides.json",
+                        lab_settings_overrides()),
+                       (BUILD_RECORD_PATH, json.dumps(build_record(flavor, load_matrix().rules), indent=2) + "\n")):
+        in_image(root, path).parent.mkdir(parents=True, exist_ok=True)
+        in_image(root, path).write_text(text)
+    _write_site_packages(flavor, in_image(root, flavor.site_packages))
+
+
+def _copy_file(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(source, target)
+
+
+def _normalize(root: Path) -> None:
+    """What COPY gives the image, made the same on every machine: folders 0755, files 0755 or 0644 as they are
+    executable or not (whatever the clone's umask), and LAYER_MTIME for all."""
+    for folder, dirs, files in os.walk(root):
+        os.chmod(folder, 0o755)
+        for name in files:
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o755 if os.stat(path).st_mode & 0o111 else 0o644)
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (LAYER_MTIME, LAYER_MTIME), follow_symlinks=False)
 
 
 def _write_component_files(component: BuildComponent, out_dir: Path) -> None:
@@ -80,9 +129,9 @@ def build_record(flavor: Flavor, rules: list[Rule]) -> dict[str, Any]:
 
 
 def _write_site_packages(flavor: Flavor, out_dir: Path) -> None:
-    """The site hooks with their .pth files, for the Dockerfile's COPY into site-packages: those of every image,
-    and the flavor's absent packages (the module and its data) where it lists any."""
-    out_dir.mkdir()
+    """The site hooks with their .pth files, for site-packages: those of every image, and the flavor's absent
+    packages (the module and its data) where it lists any."""
+    out_dir.mkdir(parents=True)
     for name in SITE_HOOK_FILES:
         shutil.copyfile(IMAGES_DIR / "site-packages" / name, out_dir / name)
     if not flavor.absent:

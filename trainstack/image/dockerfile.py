@@ -32,13 +32,25 @@ COMPILE_TOOLCHAIN_EXCLUDES = ["path-exclude /usr/lib/python3*/config-*/libpython
                               "path-exclude /usr/lib/*/lib*san.so*",
                               "path-exclude /usr/lib/gcc/*/lib*san*"]
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
-# Where the builder splits the venv into its layers (images/scripts/venv_layers.py), and that split's report.
+# The mtime of every file, link and folder in the image's own layers (2000-01-01T00:00:00Z: any constant does; zip
+# files can hold it), so that no layer records when it was built and two builds of the same inputs give the same one.
+LAYER_MTIME = 946684800
+# Ends each RUN step of the image's stages: what the step changed gets LAYER_MTIME, and the logs and caches that
+# record when it ran go (images/scripts/reproducible_layer.py, which the first step copies in).
+REPRODUCIBLE_LAYER_SCRIPT = f"{image_contract.IMAGE_SCRIPTS_DIR}/reproducible_layer.py"
+STEP_START = 'layer_start="$(date +%s%N)"'
+STEP_END = f'python3 {REPRODUCIBLE_LAYER_SCRIPT} "$layer_start" {LAYER_MTIME}'
+# Folders of the build context that the image copies into / as they are, each path in one its path in the image, so
+# that every folder a COPY writes carries LAYER_MTIME (a folder made by COPY itself would carry the time of the build).
+RUNTIME_OS_ROOT = "runtime-os-root"
+IMAGE_ROOT = "image-root"
+# Where the builder splits the venv into its layers (images/scripts/venv_layers.py), and the folder holding that
+# split's report at its path in the image.
 VENV_LAYERS_BUILD_DIR = "/tmp/build/venv-layers"
-VENV_LAYERS_BUILD_REPORT = "/tmp/build/venv-layers.json"
-# The build context's record of what the builder applied (build_context.build_record), which write_manifest.py adds
-# to the manifest, and where the image's last stage reads it.
-BUILD_RECORD = "build-record.json"
-BUILD_RECORD_PATH = f"/tmp/trainstack-{BUILD_RECORD}"
+VENV_LAYERS_BUILD_REPORT_ROOT = "/tmp/build/venv-layers-report"
+# The build record (build_context.build_record): what the builder applied, which write_manifest.py adds to the
+# manifest.
+BUILD_RECORD_PATH = "/etc/trainstack/build-record.json"
 # The module that makes `import NAME` of a package the flavor lists as `absent` say why (images/site-packages/), its
 # data and the .pth file that loads it at startup, all copied into the venv's site-packages.
 ABSENT_PACKAGES_MODULE = "trainstack_absent_packages"
@@ -88,8 +100,13 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "site_packages": flavor.site_packages,
         "venv_layers": flavor.venv_layers,
         "venv_layers_dir": VENV_LAYERS_BUILD_DIR,
-        "venv_layers_report": VENV_LAYERS_BUILD_REPORT,
+        "venv_layers_report_root": VENV_LAYERS_BUILD_REPORT_ROOT,
         "venv_layers_path": image_contract.VENV_LAYERS_PATH,
+        "layer_mtime": LAYER_MTIME,
+        "step_start": STEP_START,
+        "step_end": STEP_END,
+        "runtime_os_root": RUNTIME_OS_ROOT,
+        "image_root": IMAGE_ROOT,
         "prune_globs": flavor.prune_globs,
         "runtime_env": runtime_env(),
         "openmpi_mca_lines": openmpi_defaults.mca_lines(),
@@ -98,16 +115,12 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "openmpi_coll_rules_file": openmpi_defaults.COLL_RULES_FILE,
         "venv": image_contract.VENV_DIR,
         "local_package_dirs": image_contract.LOCAL_PACKAGE_DIRS,
-        "discovery_script": image_contract.DISCOVERY_SCRIPT_PATH,
-        "examples_dir": image_contract.EXAMPLES_DIR,
         "image_scripts_dir": image_contract.IMAGE_SCRIPTS_DIR,
         "sshd_command": image_contract.SSHD_COMMAND,
-        "build_record": BUILD_RECORD,
         "build_record_path": BUILD_RECORD_PATH,
         "manifest_path": image_contract.MANIFEST_PATH,
         "sbom_path": image_contract.SBOM_PATH,
         "constraints_path": image_contract.CONSTRAINTS_PATH,
-        "login_profile_path": image_contract.LOGIN_PROFILE_PATH,
         "spark_writable_dirs": [image_contract.SPARK_WORKER_DIR, image_contract.SPARK_LOG_DIR],
         # local-cluster's workers (started inside the driver's JVM) ignore SPARK_WORKER_DIR: SPARK_HOME/work.
         "spark_home_work_dir": f"{flavor.site_packages}/pyspark/work",

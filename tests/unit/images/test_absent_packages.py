@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.image.build_context import write_build_context
-from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.build_context import in_image, write_build_context
+from trainstack.image.dockerfile import IMAGE_ROOT, render_dockerfile
 from trainstack.image.matrix import load_matrix
 from trainstack.image.sources import SourceOptions
 
@@ -35,6 +35,11 @@ def cpu_context(tmp_path_factory) -> Path:
     return write_build_context(load_matrix().flavor("cpu"), SourceOptions(), tmp_path_factory.mktemp("ctx") / "cpu")
 
 
+def site_packages(context: Path, flavor: str) -> Path:
+    """The context's copy of the flavor's site-packages: the hooks the image's files layer holds."""
+    return in_image(context / IMAGE_ROOT, load_matrix().flavor(flavor).site_packages)
+
+
 def run_probe(site_dir: Path, *first_on_path: Path) -> dict:
     output = subprocess.run([sys.executable, "-I", "-c", PROBE, str(site_dir), *map(str, first_on_path)],
                             capture_output=True, text=True, check=True).stdout
@@ -42,28 +47,26 @@ def run_probe(site_dir: Path, *first_on_path: Path) -> dict:
 
 
 def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_copies(cpu_context):
-    files = sorted(path.name for path in (cpu_context / "site-packages").iterdir())
+    files = sorted(path.name for path in site_packages(cpu_context, "cpu").iterdir())
     assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth",
                      "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth", "trainstack-line-buffered.pth",
                      "trainstack-mlflow-tracking.pth", "trainstack_absent_packages.json",
                      "trainstack_absent_packages.py", "trainstack_compile_cache.py", "trainstack_framework_ranks.py",
                      "trainstack_gloo_exit.py", "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py"]
-    assert (cpu_context / "site-packages" / "trainstack-absent-packages.pth").read_text() == "import trainstack_absent_packages\n"
-    data = json.loads((cpu_context / "site-packages" / "trainstack_absent_packages.json").read_text())
+    assert (site_packages(cpu_context, "cpu") / "trainstack-absent-packages.pth").read_text() == "import trainstack_absent_packages\n"
+    data = json.loads((site_packages(cpu_context, "cpu") / "trainstack_absent_packages.json").read_text())
     assert data == {"flavor": "cpu", "absent": [dict(entry) for entry in load_matrix().flavor("cpu").absent]}
     dockerfile = (cpu_context / "Dockerfile").read_text()
-    copy = "COPY site-packages/ /opt/venv/lib/python3.11/site-packages/"
-    assert dockerfile.index("COPY scripts/ /opt/trainstack/bin/") < dockerfile.index(copy) < dockerfile.index("write_manifest.py")
+    assert dockerfile.index(f"COPY {IMAGE_ROOT}/ /") < dockerfile.index("write_manifest.py")
 
 
 def test_a_flavor_with_nothing_absent_copies_the_other_hooks_only(tmp_path):
     context = write_build_context(load_matrix().flavor("gpu"), SourceOptions(), tmp_path / "gpu")
-    assert sorted(path.name for path in (context / "site-packages").iterdir()) == [
+    assert sorted(path.name for path in site_packages(context, "gpu").iterdir()) == [
         "trainstack-compile-cache.pth", "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth",
         "trainstack-line-buffered.pth", "trainstack-mlflow-tracking.pth", "trainstack_compile_cache.py",
         "trainstack_framework_ranks.py", "trainstack_gloo_exit.py", "trainstack_line_buffered.py",
         "trainstack_mlflow_tracking.py"]
-    assert "COPY site-packages/" in render_dockerfile(load_matrix().flavor("gpu"))
 
 
 def test_importing_deepspeed_in_gpu_cu13_says_why(tmp_path):
@@ -72,7 +75,7 @@ def test_importing_deepspeed_in_gpu_cu13_says_why(tmp_path):
     context = write_build_context(flavor, SourceOptions(), tmp_path / "gpu-cu13")
     probe = ("import site, sys\nsite.addsitedir(sys.argv[1])\ntry:\n    import deepspeed\n"
              "except ModuleNotFoundError as error:\n    print(error)\n")
-    output = subprocess.run([sys.executable, "-I", "-c", probe, str(context / "site-packages")],
+    output = subprocess.run([sys.executable, "-I", "-c", probe, str(site_packages(context, "gpu-cu13"))],
                             capture_output=True, text=True, check=True).stdout
     absent = next(entry for entry in flavor.absent if entry["package"] == "deepspeed")
     assert output.strip() == (f"No module named 'deepspeed': the trainstack gpu-cu13 image has none. "
@@ -81,7 +84,7 @@ def test_importing_deepspeed_in_gpu_cu13_says_why(tmp_path):
 
 
 def test_importing_an_absent_package_says_why_and_what_instead(cpu_context):
-    result = run_probe(cpu_context / "site-packages")
+    result = run_probe(site_packages(cpu_context, "cpu"))
     absent = load_matrix().flavor("cpu").absent[0]
     assert result["last_finder"] == "AbsentPackageFinder"
     for how in ("import", "submodule", "import_module"):
@@ -93,13 +96,13 @@ def test_importing_an_absent_package_says_why_and_what_instead(cpu_context):
 
 def test_a_probe_for_the_package_still_finds_nothing(cpu_context):
     # Libraries (transformers, Lightning) test importlib.util.find_spec(NAME) is None to see what is installed.
-    assert run_probe(cpu_context / "site-packages")["probe"] == "None"
+    assert run_probe(site_packages(cpu_context, "cpu"))["probe"] == "None"
 
 
 def test_a_torchvision_the_user_installs_is_imported(cpu_context, tmp_path):
     (tmp_path / "torchvision").mkdir()
     (tmp_path / "torchvision" / "__init__.py").write_text("")
     (tmp_path / "torchvision" / "models.py").write_text("")
-    result = run_probe(cpu_context / "site-packages", tmp_path)
+    result = run_probe(site_packages(cpu_context, "cpu"), tmp_path)
     assert result["import"] == {"imported": str(tmp_path / "torchvision" / "__init__.py")}
     assert result["probe"] != "None"

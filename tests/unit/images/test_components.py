@@ -8,9 +8,9 @@ import re
 import pytest
 from file_modules import load_file_module
 
-from trainstack.image.build_context import BUILD_RECORD, write_build_context
+from trainstack.image.build_context import in_image, write_build_context
 from trainstack.image.components import FRAGMENTS_DIR, build_components
-from trainstack.image.dockerfile import IMAGES_DIR, render_dockerfile
+from trainstack.image.dockerfile import BUILD_RECORD_PATH, IMAGE_ROOT, IMAGES_DIR, render_dockerfile
 from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, load_matrix
 from trainstack.image.sources import SourceOptions
 
@@ -110,7 +110,7 @@ def test_the_build_context_holds_each_components_files_and_the_record_its_patche
             assert (context / name).read_text() == text
     assert sorted(path.name for path in (context / "patches").iterdir()) == sorted(
         patch for component in components for patch in component.patches)
-    record = json.loads((context / BUILD_RECORD).read_text())["patches"]
+    record = json.loads(in_image(context / IMAGE_ROOT, BUILD_RECORD_PATH).read_text())["patches"]
     assert {name: [entry["file"] for entry in entries] for name, entries in record.items()} == {
         component.name: list(component.patches) for component in components if component.patches}
 

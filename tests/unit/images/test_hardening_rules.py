@@ -13,7 +13,7 @@ from trainstack.image.dockerfile import render_dockerfile
 from trainstack.image.manifest import SETID_FIND, setid_problems
 from trainstack.image.matrix import load_matrix
 
-STRIP_STEP = "RUN find / -xdev -type f -perm /6000 -exec chmod a-s {} +"
+STRIP_STEP = " && find / -xdev -type f -perm /6000 -exec chmod a-s {} + \\"
 GOLDEN_SBOM = Path(__file__).parent / "golden" / "sbom.cdx.json"
 # What `find ... -printf '%m %u:%g %p\n'` lists in Debian bookworm with openssh-client, before the step.
 BOOKWORM_SETID = """4755 root:root /usr/bin/su
@@ -60,8 +60,8 @@ def test_the_check_and_the_step_look_for_the_same_bits():
 @pytest.mark.parametrize("flavor", ["cpu", "gpu", "gpu-cu13"])
 def test_the_bits_go_in_the_last_run_of_the_image_after_the_sbom(flavor):
     image = render_dockerfile(load_matrix().flavor(flavor)).split("# --- the image ---")[1]
-    runs = [line for line in image.splitlines() if line.startswith("RUN ")]
-    assert runs[-1] == STRIP_STEP
+    last_run = image[image.rindex("\nRUN "):]
+    assert STRIP_STEP in last_run and last_run.index(STRIP_STEP) > last_run.index("write_sbom.py")
     assert image.count(STRIP_STEP) == 1
     assert image.index(f"write_sbom.py --flavor {flavor} --out {SBOM_PATH}") < image.index(STRIP_STEP)
     assert image.index(STRIP_STEP) < image.index("USER trainer")

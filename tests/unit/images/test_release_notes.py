@@ -12,8 +12,8 @@ import pytest
 
 from trainstack import docker_client
 from trainstack.errors import TrainstackError
-from trainstack.image.build_context import build_record, write_build_context
-from trainstack.image.dockerfile import BUILD_RECORD
+from trainstack.image.build_context import build_record, in_image, write_build_context
+from trainstack.image.dockerfile import BUILD_RECORD_PATH, IMAGE_ROOT
 from trainstack.image.matrix import PATCHES_DIR, load_matrix
 from trainstack.image.release_notes import ReleaseImage, read_release_image, release_notes
 from trainstack.image.sources import SourceOptions
@@ -92,7 +92,7 @@ def test_the_build_record_has_each_patch_with_its_sha256_and_the_rules_that_appl
 def test_the_build_context_holds_the_build_record(tmp_path):
     matrix = load_matrix()
     context = write_build_context(matrix.flavor("cpu"), SourceOptions(), tmp_path / "ctx")
-    assert json.loads((context / BUILD_RECORD).read_text()) == build_record(matrix.flavor("cpu"), matrix.rules)
+    assert json.loads(in_image(context / IMAGE_ROOT, BUILD_RECORD_PATH).read_text()) == build_record(matrix.flavor("cpu"), matrix.rules)
 
 
 class FakeImages:

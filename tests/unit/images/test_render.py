@@ -84,7 +84,7 @@ def test_build_context_holds_what_the_dockerfile_copies(cpu, tmp_path):
     ca = tmp_path / "ca.pem"
     ca.write_text("-----BEGIN CERTIFICATE-----\n")
     context = write_build_context(cpu, SourceOptions(ca_bundle=ca, wheelhouse=wheelhouse), tmp_path / "ctx")
-    for path in ("Dockerfile", "requirements-frameworks.txt", "requirements-libraries.txt", "patches", "scripts/write_manifest.py", "launcher",
+    for path in ("Dockerfile", "requirements-frameworks.txt", "requirements-libraries.txt", "patches", "scripts/write_manifest.py", "image-root/opt/trainstack/src/launcher",
                  "build-ca/ca-bundle.crt", "wheelhouse/torch-2.13.0+cpu-cp311-cp311-linux_x86_64.whl"):
         assert (context / path).exists(), path
 

@@ -55,7 +55,7 @@ def test_cuda_build_tools_stay_in_the_builder_stage(matrix, name):
     copies = [line for line in image.splitlines() if line.startswith("COPY --from=builder")]
     assert copies == [*(f"COPY --from=builder /tmp/build/venv-layers/{layer.name}/ /"
                         for layer in matrix.flavor(name).venv_layers),
-                      "COPY --from=builder /tmp/build/venv-layers.json /etc/trainstack/venv-layers.json"]
+                      "COPY --from=builder /tmp/build/venv-layers-report/ /"]
     assert copies[0] == "COPY --from=builder /tmp/build/venv-layers/nvidia/ /"
 
 
@@ -202,7 +202,7 @@ def test_resolver_checks_the_requirements_the_image_installs(matrix):
 
 def test_the_loader_is_pointed_at_the_nvidia_wheels_in_the_image(matrix):
     _, image = stages(render_dockerfile(matrix.flavor("gpu-cu13")))
-    conf_step = "RUN python /opt/trainstack/bin/nvidia_ld_conf.py /etc/ld.so.conf.d/trainstack-nvidia-wheels.conf && ldconfig"
+    conf_step = " && python /opt/trainstack/bin/nvidia_ld_conf.py /etc/ld.so.conf.d/trainstack-nvidia-wheels.conf && ldconfig \\"
     assert image.index(conf_step) < image.index("write_manifest.py")
     assert "ldconfig" not in render_dockerfile(matrix.flavor("cpu"))
 

@@ -13,11 +13,12 @@ import tarfile
 import time
 from pathlib import Path
 
+from trainstack.image.dockerfile import LAYER_MTIME
 from trainstack.image.matrix import REPO_ROOT
 
 SCRIPT = REPO_ROOT / "images" / "scripts" / "venv_layers.py"
 SITE = "lib/python3.11/site-packages"
-LAYERS = ["--layer", "first=alpha,beta-*", "--layer", "rest=*", "--layer", "last=gamma"]
+LAYERS = ["--mtime", str(LAYER_MTIME), "--layer", "first=alpha,beta-*", "--layer", "rest=*", "--layer", "last=gamma"]
 
 
 def make_venv(root: Path) -> Path:
@@ -45,9 +46,11 @@ def make_venv(root: Path) -> Path:
 
 def split(root: Path, out_name: str = "layers") -> tuple[Path, dict]:
     venv = make_venv(root)
-    out, report = root / out_name, root / f"{out_name}.json"
-    subprocess.run([sys.executable, str(SCRIPT), str(venv), str(venv / SITE), str(out), str(report), *LAYERS],
-                   check=True, capture_output=True, text=True)
+    out, report_root = root / out_name, root / f"{out_name}-report"
+    report = report_root / "etc" / "venv-layers.json"
+    subprocess.run([sys.executable, str(SCRIPT), str(venv), str(venv / SITE), str(out), str(report),
+                    "--report-root", str(report_root), *LAYERS], check=True, capture_output=True, text=True)
+    assert {os.lstat(path).st_mtime for path in [report_root, *report_root.rglob("*")]} == {LAYER_MTIME}
     return out, json.loads(report.read_text())
 
 
@@ -74,7 +77,7 @@ def test_pycs_are_checked_hash_and_every_entry_has_one_mtime(tmp_path):
     out, _ = split(tmp_path)
     pyc = next(out.rglob("gamma/__pycache__/*.pyc"))
     assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11  # hash-based, checked
-    assert {os.lstat(path).st_mtime for path in out.rglob("*")} == {946684800}
+    assert {os.lstat(path).st_mtime for path in out.rglob("*")} == {LAYER_MTIME}
 
 
 def layer_digests(out: Path) -> dict[str, str]:
@@ -101,5 +104,5 @@ def test_two_splits_of_the_same_venv_made_at_different_times_are_byte_identical(
 def test_exactly_one_layer_must_take_the_rest(tmp_path):
     venv = make_venv(tmp_path)
     result = subprocess.run([sys.executable, str(SCRIPT), str(venv), str(venv / SITE), str(tmp_path / "out"),
-                             str(tmp_path / "report.json"), "--layer", "first=alpha"], capture_output=True, text=True)
+                             str(tmp_path / "report.json"), "--mtime", "0", "--layer", "first=alpha"], capture_output=True, text=True)
     assert result.returncode == 2 and "exactly one --layer takes what no other does: NAME=*" in result.stderr
