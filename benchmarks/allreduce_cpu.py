@@ -195,17 +195,6 @@ def summarize(rounds: list[dict], sizes: list[int]) -> dict:
     return table
 
 
-def print_table(table: dict) -> None:
-    for environment, found in table.items():
-        sizes = list(next(iter(found["rows"].values()))["sizes"])
-        print(f"\n{environment}: busbw GB/s (ratio to gloo), median of the rounds")
-        print(f"{'configuration':<62}" + "".join(f"{size:>15}" for size in sizes))
-        for name, row in found["rows"].items():
-            cells = [f"{e['busbw_gbps'] or 0:.3f} ({e['ratio_to_gloo'] or 0:.2f})" for e in row["sizes"].values()]
-            print(f"{name[:61]:<62}" + "".join(f"{cell:>15}" for cell in cells))
-        print(f"goal: {found['goal']}")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--image", default="trainstack:cpu")
@@ -253,7 +242,9 @@ def main() -> int:
         "raw": rounds,
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print_table(table)
+    from trainstack.docsite.pages import allreduce_tables
+
+    print(allreduce_tables(args.out))
     print(f"wrote {args.out}")
     return 0
 

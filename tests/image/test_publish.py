@@ -1,5 +1,5 @@
 """`invoke push` of the built image to a real registry (Debian's docker-registry, TLS from a test CA, basic auth),
-then `docker pull` by its immutable tag and by digest into a throwaway second dockerd that holds no layer, where
+its SBOM read back from the registry without pulling the image, then `docker pull` by its immutable tag and by digest into a throwaway second dockerd that holds no layer, where
 `trainrun doctor` and a 2-rank training run in the pulled image. The main daemon's images and build cache stay.
 The refusals (credentials, a registry down, unknown tags, a moving immutable tag):
 tests/integration/test_registry_push_pull.py.
@@ -9,7 +9,7 @@ import json
 import pytest
 from registries import push_and_pull
 
-from trainrun.image_contract import MANIFEST_PATH
+from trainrun.image_contract import MANIFEST_PATH, SBOM_PATH
 from trainstack.image.naming import image_reference, image_tags
 
 # ./dev test (CI) leaves it out: pushing and pulling the 3.4 GB cpu image takes minutes. `invoke test --long` runs it.
@@ -23,6 +23,9 @@ def test_push_then_pull_on_a_daemon_holding_nothing(in_image, image, image_flavo
     assert run.pushed.references == [image_reference("trainstack", tag, registry) for tag in expected_tags]
     assert len(expected_tags) == 3 and expected_tags[0].startswith(f"{expected_tags[1]}-")
     assert run.repushed == run.pushed
+    # The SBOM artifact beside the image is the image's own SBOM, read without pulling the image.
+    assert run.sbom[0] == f"{run.pushed.sbom_reference} (the SBOM artifact referring to it)"
+    assert run.sbom[1] == json.loads(in_image.run(["cat", SBOM_PATH]))
     assert run.images_before_pull == 0
     assert run.by_tag.reference == run.pushed.references[0]
     assert run.by_digest.reference == run.pushed.digest_reference

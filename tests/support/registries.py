@@ -28,7 +28,7 @@ import docker.errors
 
 from trainstack import docker_client
 from trainstack.image.demo import train_command
-from trainstack.image.publish import Pulled, Pushed, pull_image, push_flavor
+from trainstack.image.publish import Pulled, Pushed, pull_image, push_flavor, registry_sbom
 from trainstack.image.registry import PASSWORD_ENV, USER_ENV, RegistryClient, credentials
 
 CERTS_DIR = Path("/etc/docker/certs.d")
@@ -213,6 +213,7 @@ class PushPull:
     push_seconds: float
     repushed: Pushed
     repush_seconds: float
+    sbom: tuple[str, dict]  # where `invoke sbom --image` read it from the registry, and the SBOM
     images_before_pull: int  # in the throwaway daemon
     by_tag: Pulled
     pull_seconds: float
@@ -224,7 +225,8 @@ class PushPull:
 
 def push_and_pull(image_name: str, flavor: str, folder: Path) -> PushPull:
     """`invoke push` of a built flavor to a TLS + basic-auth registry (twice: the second changes nothing), then, in a
-    throwaway dockerd holding nothing, a pull by the immutable tag (timed) and by digest, `trainrun doctor` and the
+    throwaway dockerd holding nothing, the SBOM read from the registry as `invoke sbom --image` reads it, a pull by
+    the immutable tag (timed) and by digest, `trainrun doctor` and the
     2-rank training of `invoke train` in the pulled image (network none). The main daemon keeps its images; the
     registry's tags given to the local image are removed after."""
     main = docker_client.connect()
@@ -236,6 +238,7 @@ def push_and_pull(image_name: str, flavor: str, folder: Path) -> PushPull:
             started = time.monotonic()
             repushed = push_flavor(image_name, flavor, registry.host)
             repush_seconds = time.monotonic() - started
+            sbom = registry_sbom(main, pushed.references[0])
             with throwaway_daemon(folder / "daemon") as second:
                 images_before = len(second.images.list(all=True))
                 started = time.monotonic()
@@ -255,7 +258,7 @@ def push_and_pull(image_name: str, flavor: str, folder: Path) -> PushPull:
             for reference in pushed.references:
                 with contextlib.suppress(docker.errors.ImageNotFound):
                     main.images.remove(reference, noprune=True)
-    return PushPull(pushed, push_seconds, repushed, repush_seconds, images_before, by_tag, pull_seconds, by_digest,
+    return PushPull(pushed, push_seconds, repushed, repush_seconds, sbom, images_before, by_tag, pull_seconds, by_digest,
                     doctor, training, training_seconds)
 
 

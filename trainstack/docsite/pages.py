@@ -101,13 +101,14 @@ def _release_notes_example() -> str:
 ALLREDUCE_RESULTS = "benchmarks/results/allreduce_cpu.json"
 
 
-def _allreduce_tables() -> str:
-    """benchmarks/allreduce_cpu.py's last run: per container, busbw in GB/s and its ratio to Gloo's per size."""
+def allreduce_tables(results: Path = REPO_ROOT / ALLREDUCE_RESULTS) -> str:
+    """A run of benchmarks/allreduce_cpu.py (its results file): per container, busbw in GB/s and its ratio to Gloo's
+    per size, as the launcher guide shows it and the benchmark prints it."""
     import json
 
     from trainstack.image.docs import markdown_table
 
-    measured = json.loads((REPO_ROOT / ALLREDUCE_RESULTS).read_text(encoding="utf-8"))
+    measured = json.loads(results.read_text(encoding="utf-8"))
     parts = [f"Measured {measured['measured_at']} in `{measured['image']['tag']}` ({measured['machine']}, load "
              f"average {measured['load_average_1m']['start']} at the start), the median of {measured['rounds']} "
              f"rounds: `{' '.join(measured['command'])}`."]
@@ -285,7 +286,7 @@ GENERATED: tuple[Generated, ...] = (
     Generated("README.md", "get-the-images", "trainstack/image/published_images.py", _readme_get_the_images),
     Generated("README.md", "site-links", "docs/index.md and the section indexes", _site_links),
     Generated("docs/guides/gpu.md", "gpu-flavors-table", "images/matrix.yaml", _gpu_flavor_table),
-    Generated("docs/guides/launcher.md", "allreduce-cpu-tables", ALLREDUCE_RESULTS, _allreduce_tables),
+    Generated("docs/guides/launcher.md", "allreduce-cpu-tables", ALLREDUCE_RESULTS, allreduce_tables),
     Generated("docs/reference/workflows.md", "workflows-table", "trainstack/image/workflows.py", _workflow_table),
     Generated("docs/guides/templates.md", "templates-table", "templates/pooltemplates/pools/", _templates_table),
     Generated("docs/contributing/patches.md", "patches-table", "images/matrix.yaml", _patches_table),
