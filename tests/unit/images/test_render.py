@@ -4,7 +4,14 @@ import pytest
 
 from trainstack.errors import TrainstackError
 from trainstack.image.build_context import write_build_context
-from trainstack.image.dockerfile import render_dockerfile
+from trainstack.image.dockerfile import (
+    IMAGE_ROOT,
+    LAYER_MTIME,
+    RUNTIME_OS_ROOT,
+    STEP_END,
+    STEP_START,
+    render_dockerfile,
+)
 from trainstack.image.matrix import load_matrix
 from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
 from trainstack.image.sources import SourceOptions, sources_for
@@ -134,3 +141,43 @@ def test_a_build_checks_its_sources_once(monkeypatch, tmp_path):
     with pytest.raises(BuildStarted):
         images.build(Context(), set=[], skip_published_check=True)
     assert len(checked) == 1
+
+
+def instructions(stage: str) -> list[str]:
+    """A stage's instructions, each with its continuation lines joined and comments left out."""
+    joined = []
+    for line in stage.splitlines():
+        if line.startswith("#") or not line.strip():
+            continue
+        if joined and joined[-1].endswith("\\"):
+            joined[-1] = joined[-1][:-1].rstrip() + " " + line.strip()
+        else:
+            joined.append(line)
+    return joined
+
+
+@pytest.mark.parametrize("name", ["cpu", "gpu", "gpu-cu13"])
+def test_every_layer_of_the_image_is_made_the_same_in_every_build(name):
+    # A RUN step of runtime-os or of the image begins by noting the time and ends in the step script, which
+    # normalizes what the step changed since; a COPY writes a folder of normalized files into /, so that no folder
+    # it makes carries the time of the build. The builder's steps reach the image only through such COPYs.
+    dockerfile = render_dockerfile(load_matrix().flavor(name))
+    runtime_os = dockerfile.split("AS runtime-os")[1].split("# --- builder")[0]
+    for stage in (runtime_os, final_stage(dockerfile)):
+        for instruction in instructions(stage):
+            if instruction.startswith("RUN "):
+                assert instruction.startswith(f"RUN {STEP_START} && ") and instruction.endswith(f"&& {STEP_END}")
+            elif instruction.startswith("COPY "):
+                assert instruction.endswith("/ /"), instruction
+    assert instructions(runtime_os)[1] == f"COPY {RUNTIME_OS_ROOT}/ /"
+
+
+def test_the_folders_copied_into_root_are_normalized_whatever_the_clone(cpu, tmp_path):
+    context = write_build_context(cpu, SourceOptions(), tmp_path / "ctx")
+    for root in (context / RUNTIME_OS_ROOT, context / IMAGE_ROOT):
+        paths = [root, *root.rglob("*")]
+        assert {path.lstat().st_mtime for path in paths} == {LAYER_MTIME}
+        assert {oct(path.lstat().st_mode & 0o7777) for path in paths if path.is_dir()} == {"0o755"}
+        assert {oct(path.lstat().st_mode & 0o7777) for path in paths if path.is_file()} <= {"0o644", "0o755"}
+    assert (context / IMAGE_ROOT / "opt/trainstack/bin/trainstack-entrypoint").stat().st_mode & 0o777 == 0o755
+    assert not (context / IMAGE_ROOT / "tmp").exists()  # a folder copied over /tmp would take its 1777 away
