@@ -3,6 +3,7 @@ whether two builds gave the same layers.
 
     python benchmarks/image_layers.py table [--flavor cpu] [--image REF]
     python benchmarks/image_layers.py repull --change {launcher-only,deepspeed-patch,torch-bump} [--flavor cpu]
+                                             [--image REF]
     python benchmarks/image_layers.py digests --image REF --build NAME
     python benchmarks/image_layers.py pyc-check [--flavor cpu]
 
@@ -118,8 +119,8 @@ def history_layers(client, image: str) -> list[tuple[str, int]]:
         if ROOT_COPY.search(created_by):
             name = next(root_copies)
         else:
-            step = created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").removeprefix(f"{STEP_START} && ")
-            name = " ".join(step.split())[:90] or "base image"
+            step = " ".join(created_by.removeprefix("/bin/sh -c ").replace("#(nop) ", "").split())
+            name = step.removeprefix(f"{STEP_START} && ")[:90] or "base image"
         layers.append((name, row["Size"]))
     return layers
 
@@ -253,6 +254,7 @@ def main() -> None:
     repull_parser = commands.add_parser("repull")
     repull_parser.add_argument("--change", required=True, choices=CHANGES)
     repull_parser.add_argument("--flavor", default="cpu")
+    repull_parser.add_argument("--image", help="the image before the change (default: the flavor's)")
     digests_parser = commands.add_parser("digests")
     digests_parser.add_argument("--image", required=True)
     digests_parser.add_argument("--build", required=True)
@@ -264,7 +266,7 @@ def main() -> None:
         result = table(args.image or flavor_image(args.flavor))
         merge_result([args.flavor, "table"], result)
     elif args.command == "repull":
-        result = repull(flavor_image(args.flavor), args.change, args.flavor)
+        result = repull(args.image or flavor_image(args.flavor), args.change, args.flavor)
         merge_result([args.flavor, "repull", args.change], result)
     elif args.command == "pyc-check":
         result = pyc_check(flavor_image(args.flavor))

@@ -123,11 +123,17 @@ def _horovod(flavor: Flavor, cuda: cuda_build.CudaBuild | None) -> BuildComponen
         patches=tuple(component_patches(flavor, "horovod")), distributions=("horovod",))
 
 
+# For the extensions the builder compiles (Horovod's, DeepSpeed's ops): no GNU build ID. The ID is a hash of the
+# library as linked, whose symbol and debug sections differ between two builds of the torch extensions; stripping
+# removes those sections but not the ID, which left it the only bytes that differed.
+NO_BUILD_ID = {"LDFLAGS": "-Wl,--build-id=none"}
+
+
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
     """HOROVOD_* variables that make every wanted extension a hard requirement of the build."""
     frameworks = flavor.field("horovod", "frameworks") or []
     controllers = flavor.field("horovod", "controllers") or []
-    env = {f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}
+    env = {**NO_BUILD_ID, **{f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}}
     for name in ("pytorch", "tensorflow", "mxnet"):
         if name not in frameworks:
             env[f"HOROVOD_WITHOUT_{name.upper()}"] = "1"
@@ -162,7 +168,7 @@ def _libraries(flavor: Flavor) -> BuildComponent:
 
 def _deepspeed(flavor: Flavor, build: deepspeed_build.DeepSpeedBuild) -> BuildComponent:
     return BuildComponent(
-        "deepspeed", values={"version": build.version, "source_dir": build.source_dir, "env": build.env,
+        "deepspeed", values={"version": build.version, "source_dir": build.source_dir, "env": {**build.env, **NO_BUILD_ID},
                              "check_command": build.check_command, "build_dir": deepspeed_build.BUILD_DIR,
                              "constraints": deepspeed_build.CONSTRAINTS},
         patches=tuple(component_patches(flavor, "deepspeed")),
