@@ -1,6 +1,7 @@
 """The pull users do: `invoke push` of a built flavor to a registry on this machine (Debian's docker-registry with TLS
 from a test CA and basic auth), then a pull by its immutable tag into a throwaway dockerd that holds no layer, timed,
-then by digest, `trainrun doctor` and the 2-rank training of `invoke train` in the pulled image.
+then by digest, `trainrun doctor` and the 2-rank training of `invoke train` in the pulled image; the SBOM pushed
+beside the image is read back from the registry, as `invoke sbom --image` reads it.
 
     python benchmarks/registry_pull.py [--flavor cpu]
 
@@ -29,6 +30,7 @@ from registries import push_and_pull  # noqa: E402
 from trainstack import docker_client  # noqa: E402
 from trainstack.image.matrix import load_matrix  # noqa: E402
 from trainstack.image.naming import flavor_image  # noqa: E402
+from trainstack.image.sbom import image_sbom_text  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "registry_pull.json"
 
@@ -58,6 +60,9 @@ def main() -> int:
         "pushed": [reference.partition("/")[2] for reference in run.pushed.references],
         "push_seconds": round(run.push_seconds, 1),
         "second_push_seconds": round(run.repush_seconds, 1),
+        "sbom_from_the_registry": {"read_from": run.sbom[0], "components": len(run.sbom[1]["components"]),
+                                   "is_the_images": run.sbom[1] == json.loads(image_sbom_text(docker_client.connect(),
+                                                                                               image.id))},
         "pull": {
             "by": "immutable tag",
             "bytes": run.by_tag.layer_bytes,
