@@ -24,7 +24,7 @@ def test_push_then_pull_on_a_daemon_holding_nothing(in_image, image, image_flavo
     assert len(expected_tags) == 3 and expected_tags[0].startswith(f"{expected_tags[1]}-")
     assert run.repushed == run.pushed
     # The SBOM artifact beside the image is the image's own SBOM, read without pulling the image.
-    assert run.sbom[0] == f"{run.pushed.sbom_reference} (the SBOM artifact referring to it)"
+    assert run.sbom[0] == f"{run.pushed.digest_reference} (the SBOM artifact referring to it)"
     assert run.sbom[1] == json.loads(in_image.run(["cat", SBOM_PATH]))
     assert run.images_before_pull == 0
     assert run.by_tag.reference == run.pushed.references[0]
