@@ -1,6 +1,7 @@
 """`invoke push` of the built image to a real registry (Debian's docker-registry, TLS from a test CA, basic auth),
-its SBOM read back from the registry without pulling the image, then `docker pull` by its immutable tag and by digest into a throwaway second dockerd that holds no layer, where
-`trainrun doctor` and a 2-rank training run in the pulled image. The main daemon's images and build cache stay.
+its SBOM read back from the registry without pulling the image, then `docker pull` by its immutable tag and by
+digest into a throwaway second dockerd that holds no layer, where `trainrun doctor` and a 2-rank training run in the
+pulled image. The main daemon's images and build cache stay.
 The refusals (credentials, a registry down, unknown tags, a moving immutable tag):
 tests/integration/test_registry_push_pull.py.
 """

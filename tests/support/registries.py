@@ -258,8 +258,8 @@ def push_and_pull(image_name: str, flavor: str, folder: Path) -> PushPull:
             for reference in pushed.references:
                 with contextlib.suppress(docker.errors.ImageNotFound):
                     main.images.remove(reference, noprune=True)
-    return PushPull(pushed, push_seconds, repushed, repush_seconds, sbom, images_before, by_tag, pull_seconds, by_digest,
-                    doctor, training, training_seconds)
+    return PushPull(pushed, push_seconds, repushed, repush_seconds, sbom, images_before, by_tag, pull_seconds,
+                    by_digest, doctor, training, training_seconds)
 
 
 def registry_api(registry: Registry) -> RegistryClient:

@@ -83,8 +83,9 @@ def _write_image_files(flavor: Flavor, root: Path) -> None:
                        (f"{image_contract.VENV_DIR}/share/jupyter/lab/settings/overrides.json",
                         lab_settings_overrides()),
                        (BUILD_RECORD_PATH, json.dumps(build_record(flavor, load_matrix().rules), indent=2) + "\n")):
-        in_image(root, path).parent.mkdir(parents=True, exist_ok=True)
-        in_image(root, path).write_text(text)
+        target = in_image(root, path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text)
     _write_site_packages(flavor, in_image(root, flavor.site_packages))
 
 
@@ -95,15 +96,16 @@ def _copy_file(source: Path, target: Path) -> None:
 
 def _normalize(root: Path) -> None:
     """What COPY gives the image, made the same on every machine: folders 0755, files 0755 or 0644 as they are
-    executable or not (whatever the clone's umask), and LAYER_MTIME for all."""
+    executable or not (whatever the clone's umask), and LAYER_MTIME for all (setting a path's mode or times leaves its
+    folder's mtime as it is, so one pass does)."""
     for folder, dirs, files in os.walk(root):
         os.chmod(folder, 0o755)
-        for name in files:
+        os.utime(folder, (LAYER_MTIME, LAYER_MTIME))
+        for name in [*files, *(name for name in dirs if os.path.islink(os.path.join(folder, name)))]:
             path = os.path.join(folder, name)
             if not os.path.islink(path):
                 os.chmod(path, 0o755 if os.stat(path).st_mode & 0o111 else 0o644)
-    for path in [root, *root.rglob("*")]:
-        os.utime(path, (LAYER_MTIME, LAYER_MTIME), follow_symlinks=False)
+            os.utime(path, (LAYER_MTIME, LAYER_MTIME), follow_symlinks=False)
 
 
 def _write_component_files(component: BuildComponent, out_dir: Path) -> None:

@@ -130,7 +130,7 @@ NO_BUILD_ID = {"LDFLAGS": "-Wl,--build-id=none"}
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
-    """HOROVOD_* variables that make every wanted extension a hard requirement of the build."""
+    """HOROVOD_* variables that make every wanted extension a hard requirement of the build, and NO_BUILD_ID."""
     frameworks = flavor.field("horovod", "frameworks") or []
     controllers = flavor.field("horovod", "controllers") or []
     env = {**NO_BUILD_ID, **{f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}}
@@ -168,8 +168,8 @@ def _libraries(flavor: Flavor) -> BuildComponent:
 
 def _deepspeed(flavor: Flavor, build: deepspeed_build.DeepSpeedBuild) -> BuildComponent:
     return BuildComponent(
-        "deepspeed", values={"version": build.version, "source_dir": build.source_dir, "env": {**build.env, **NO_BUILD_ID},
-                             "check_command": build.check_command, "build_dir": deepspeed_build.BUILD_DIR,
+        "deepspeed", values={"version": build.version, "source_dir": build.source_dir,
+                             "env": {**build.env, **NO_BUILD_ID}, "check_command": build.check_command, "build_dir": deepspeed_build.BUILD_DIR,
                              "constraints": deepspeed_build.CONSTRAINTS},
         patches=tuple(component_patches(flavor, "deepspeed")),
         files=(f"scripts/{deepspeed_build.CHECK_SCRIPT}",), distributions=("deepspeed",))

@@ -53,7 +53,8 @@ def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_co
                      "trainstack-mlflow-tracking.pth", "trainstack_absent_packages.json",
                      "trainstack_absent_packages.py", "trainstack_compile_cache.py", "trainstack_framework_ranks.py",
                      "trainstack_gloo_exit.py", "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py"]
-    assert (site_packages(cpu_context, "cpu") / "trainstack-absent-packages.pth").read_text() == "import trainstack_absent_packages\n"
+    pth = site_packages(cpu_context, "cpu") / "trainstack-absent-packages.pth"
+    assert pth.read_text() == "import trainstack_absent_packages\n"
     data = json.loads((site_packages(cpu_context, "cpu") / "trainstack_absent_packages.json").read_text())
     assert data == {"flavor": "cpu", "absent": [dict(entry) for entry in load_matrix().flavor("cpu").absent]}
     dockerfile = (cpu_context / "Dockerfile").read_text()

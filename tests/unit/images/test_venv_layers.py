@@ -104,5 +104,6 @@ def test_two_splits_of_the_same_venv_made_at_different_times_are_byte_identical(
 def test_exactly_one_layer_must_take_the_rest(tmp_path):
     venv = make_venv(tmp_path)
     result = subprocess.run([sys.executable, str(SCRIPT), str(venv), str(venv / SITE), str(tmp_path / "out"),
-                             str(tmp_path / "report.json"), "--mtime", "0", "--layer", "first=alpha"], capture_output=True, text=True)
+                             str(tmp_path / "report.json"), "--mtime", "0", "--layer", "first=alpha"],
+                            capture_output=True, text=True)
     assert result.returncode == 2 and "exactly one --layer takes what no other does: NAME=*" in result.stderr
