@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import atexit
 import os
 import shlex
 import sys
@@ -112,6 +113,13 @@ def stop() -> None:
         SparkContext._jvm = None
 
 
+def stop_at_exit() -> None:
+    """Stop any session and wait for its JVM as the kernel exits, as PySpark's own shell stops its context at
+    exit: otherwise the JVM outlives a kernel shut down, running Spark's shutdown hooks on its own."""
+    if "pyspark" in sys.modules:
+        stop()
+
+
 def uses_spark(source: str) -> bool:
     """Whether a cell needs the notebook's session first: it reads `spark` or `sc` without defining them itself, or
     imports what runs on the active session (TorchDistributor, horovod.spark, spark-tensorflow-distributor: they
@@ -142,6 +150,8 @@ class NotebookSpark:
             except CellError as exc:  # the kernel still starts; the first %%configure cell names it again
                 print(f"trainrun: the notebook's Spark session keeps Spark's defaults: {exc}", file=sys.stderr)
         shell.events.register("pre_run_cell", self.before_cell)
+        atexit.unregister(stop_at_exit)  # once per process, however many times the extension loads
+        atexit.register(stop_at_exit)
 
     def configure(self, line: str, cell: str | None) -> None:
         """`%%configure` with a body or `--template`, or `%configure` (the line alone): checks the session, then
