@@ -64,12 +64,12 @@ def train(args) -> dict:
     for epoch in range(args.epochs):
         engine.train()
         sampler.set_epoch(epoch)
-        total = torch.zeros(1)
+        total = torch.zeros(1, device=engine.device)  # NCCL reduces tensors on the GPU only
         for batch_images, batch_labels in loader:
             loss = F.cross_entropy(engine(batch_images.to(engine.device)), batch_labels.to(engine.device))
             engine.backward(loss)
             engine.step()
-            total += loss.detach().cpu()
+            total += loss.detach()
         dist.all_reduce(total)
         epoch_losses.append(total.item() / world / len(loader))
         if rank == 0:
@@ -91,7 +91,7 @@ def train(args) -> dict:
     restored_same = bool(torch.equal(predict(restored, test_images), predictions))
     shards = sorted(name for name in os.listdir(os.path.join(zero_dir, "final")) if name.startswith("zero_pp_rank_"))
 
-    ranks = torch.ones(1)
+    ranks = torch.ones(1, device=engine.device)
     dist.all_reduce(ranks)
     checkpoint = os.path.join(args.checkpoint_dir, "model.pt")
     if engine.save_16bit_model(args.checkpoint_dir, "model.pt") and rank == 0:

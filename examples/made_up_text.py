@@ -61,7 +61,7 @@ def next_word_accuracy(model, tokenizer, lines: list[str]) -> float:
     """How often the model's most likely next token is the line's next word, over every word after the first."""
     import torch
 
-    input_ids = torch.tensor(tokenizer(lines)["input_ids"])
+    input_ids = torch.tensor(tokenizer(lines)["input_ids"], device=model.device)
     model.eval()
     with torch.no_grad():
         predicted = model(input_ids=input_ids).logits.argmax(dim=-1)

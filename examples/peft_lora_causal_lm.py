@@ -54,8 +54,9 @@ def main():
     trainer.save_model()  # PeftModel.save_pretrained: the adapter and its config, on rank 0 only
     if trainer.is_world_process_zero():
         print(f"rank 0 wrote {adapter_dir}/adapter_model.safetensors", flush=True)
-        loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), adapter_dir).eval()
-        probe = torch.tensor(tokenizer(test_lines[:100])["input_ids"])
+        loaded = PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(base_dir), adapter_dir)
+        loaded.to(model.device).eval()
+        probe = torch.tensor(tokenizer(test_lines[:100])["input_ids"], device=model.device)
         with torch.no_grad():
             same = torch.allclose(model(input_ids=probe).logits, loaded(input_ids=probe).logits, atol=1e-5)
         losses = [entry["loss"] for entry in trainer.state.log_history if "loss" in entry]
