@@ -42,7 +42,8 @@ def main() -> int:
     args = parser.parse_args()
     matrix = load_matrix()
     flavor = matrix.flavor(args.flavor).name
-    image = docker_client.connect().images.get(flavor_image(flavor))
+    client = docker_client.connect()
+    image = client.images.get(flavor_image(flavor))
     load_at_start = round(os.getloadavg()[0], 2)
     started = datetime.now(timezone.utc)
     with tempfile.TemporaryDirectory(prefix="registry-pull-") as folder:
@@ -53,7 +54,7 @@ def main() -> int:
                   "revision": image.labels.get("org.opencontainers.image.revision")},
         "registry": "docker-registry (Debian, distribution 2.8) on 127.0.0.1, TLS from a test CA, htpasswd basic auth",
         "daemons": "push from this machine's dockerd; pull into a throwaway dockerd (own data root), docker "
-                   f"{docker_client.connect().version()['Version']}",
+                   f"{client.version()['Version']}",
         "measured_at": started.isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "load_average_1m": {"start": load_at_start, "end": round(os.getloadavg()[0], 2)},
@@ -61,8 +62,7 @@ def main() -> int:
         "push_seconds": round(run.push_seconds, 1),
         "second_push_seconds": round(run.repush_seconds, 1),
         "sbom_from_the_registry": {"read_from": run.sbom[0], "components": len(run.sbom[1]["components"]),
-                                   "is_the_images": run.sbom[1] == json.loads(image_sbom_text(docker_client.connect(),
-                                                                                               image.id))},
+                                   "is_the_images": run.sbom[1] == json.loads(image_sbom_text(client, image.id))},
         "pull": {
             "by": "immutable tag",
             "bytes": run.by_tag.layer_bytes,

@@ -169,8 +169,8 @@ def _libraries(flavor: Flavor) -> BuildComponent:
 def _deepspeed(flavor: Flavor, build: deepspeed_build.DeepSpeedBuild) -> BuildComponent:
     return BuildComponent(
         "deepspeed", values={"version": build.version, "source_dir": build.source_dir,
-                             "env": {**build.env, **NO_BUILD_ID}, "check_command": build.check_command, "build_dir": deepspeed_build.BUILD_DIR,
-                             "constraints": deepspeed_build.CONSTRAINTS},
+                             "env": {**build.env, **NO_BUILD_ID}, "check_command": build.check_command,
+                             "build_dir": deepspeed_build.BUILD_DIR, "constraints": deepspeed_build.CONSTRAINTS},
         patches=tuple(component_patches(flavor, "deepspeed")),
         files=(f"scripts/{deepspeed_build.CHECK_SCRIPT}",), distributions=("deepspeed",))
 
