@@ -7,6 +7,7 @@ from typing import Any
 from .plan import RunOptions
 from .program import Program
 from .remote import SshOptions
+from .slurm import DEFAULT_MPI
 from .validate import HostSlots
 
 
@@ -24,6 +25,10 @@ class MpiJob:
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
     ssh: SshOptions = SshOptions()  # how other hosts are reached (trainrun.remote)
     hosts_option: str = "-H"  # where the hosts came from, named in errors: -H or --hostfile
+    # Inside a Slurm allocation (trainrun.backends.srun): srun's --nodes, --ntasks-per-node and --mpi.
+    nodes: int | None = None
+    ntasks_per_node: int | None = None
+    srun_mpi: str = DEFAULT_MPI
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
 
 

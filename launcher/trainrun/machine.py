@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping
 
+from .slurm import Allocation, allocation
+
 
 @dataclass(frozen=True)
 class Machine:
@@ -27,6 +29,7 @@ class Machine:
     gpu_count: int = 0
     local_names: tuple[str, ...] = ()  # this machine's host names, which -H may name (no ssh to them)
     interfaces: tuple[str, ...] = ()  # this machine's network interfaces (empty: not looked up)
+    slurm: Allocation | None = None  # the Slurm allocation this shell holds, where srun can start the ranks
 
 
 # What mpirun links to names the implementation without running it (a launch should not pay for that).
@@ -131,7 +134,14 @@ def detect_machine(backend: str) -> Machine:
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
         local_names=host_names() if backend in ("mpi", "horovod") else (),
         interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
+        slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch") else None,
     )
+
+
+def slurm_allocation(environ: Mapping[str, str]) -> Allocation | None:
+    """The allocation of a salloc or sbatch shell, where srun is there to start ranks in it (a container that
+    `sbatch --container-image` runs the script in has the job's variables but no srun)."""
+    return allocation(environ) if shutil.which("srun") else None
 
 
 def default_route_interface(route_table: str = "/proc/net/route") -> str | None:

@@ -16,6 +16,7 @@ from ..plan import Plan, RunOptions, run_env, thread_env
 from ..proctree import JOB_ID
 from ..program import program_from_command
 from ..rank.env import SHOW_RANKS, rank_argv
+from ..slurm import DEFAULT_MPI
 from ..remote import (CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, RemoteHosts, SshOptions, remote_hosts,
                       resolve_options)
 from ..validate import (LOCAL_NAMES, HostSlots, check_capacity, key_value, parse_hostfile, parse_hosts, rank_count,
@@ -232,7 +233,14 @@ def add_parser(sub: Any) -> None:
     add_option(mpi, "--output-filename", metavar="DIR", help="also write each rank's output to files under DIR")
     add_option(mpi, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
     add_option(mpi, "--mpi-args", default="", metavar="'ARGS'",
-               help="extra arguments for mpirun (or horovodrun with --gloo), split as a shell would")
+               help="extra arguments for mpirun (or horovodrun with --gloo, or srun), split as a shell would")
+    slurm = mpi.add_argument_group("inside a Slurm allocation (salloc, sbatch)", "Without -H or --hostfile, the ranks "
+                                   "start on the allocation's nodes through srun, as srun's options place them.")
+    add_option(slurm, "-N", "--nodes", type=positive, metavar="N", help="the nodes the ranks spread over (srun -N)")
+    add_option(slurm, "--ntasks-per-node", type=positive, metavar="N", help="ranks on each node (srun's)")
+    add_option(slurm, "--mpi", dest="srun_mpi", default=DEFAULT_MPI, metavar="TYPE",
+               help=f"srun's MPI plugin (default {DEFAULT_MPI}, what Open MPI 4.1 speaks; trainrun doctor lists "
+                    "this cluster's)")
     ssh = mpi.add_argument_group("other hosts (ssh)", "Ranks on hosts other than this one start over ssh: each host "
                                  "is checked first (it answers and takes the key), and a failed or stopped job is "
                                  "ended on every host.")
@@ -258,4 +266,5 @@ def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions)
                   env=tuple(args.env), gloo=args.gloo, tag_output=args.tag_output,
                   network_interface=args.network_interface, output_filename=args.output_filename,
                   launcher_args=tuple(shlex.split(args.mpi_args)), ranks_filter=args.ranks_filter, ssh=ssh,
-                  hosts_option="--hostfile" if args.hostfile else "-H", run=run)
+                  hosts_option="--hostfile" if args.hostfile else "-H", nodes=args.nodes,
+                  ntasks_per_node=args.ntasks_per_node, srun_mpi=args.srun_mpi, run=run)

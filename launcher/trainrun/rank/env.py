@@ -1,6 +1,7 @@
 """The uniform rank environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE under every launcher, mapped
 in Python (launcher_rank_env, for trainrun.rank.entry) and in sh (shell_rank_argv); rank_argv, the argv that
-starts one rank of a program under mpirun or Horovod's Gloo controller.
+starts one rank of a program under mpirun, srun or Horovod's Gloo controller. A task srun started gets Slurm's
+(trainrun.slurm.step_rank_env), each where nothing else set it.
 
 The sh entry runs ranks under mpirun and Horovod's Gloo controller that run a command (`python train.py`,
 `python -m pkg.train`, `./run.sh`): export the uniform rank variables, run the command, and record a
@@ -14,6 +15,7 @@ import shlex
 from typing import Mapping
 
 from ..program import Program
+from ..slurm import OTHER_LAUNCHERS, STEP_TASKS, step_rank_env
 from .status import STATUS_DIR
 
 # Each rank entry's pid, exported for everything the rank starts (trainrun.proctree finds leftovers by it).
@@ -33,14 +35,15 @@ SOURCES = {
 
 
 def launcher_rank_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The uniform names mapped from the launcher's own variables; empty under torchrun."""
+    """The uniform names mapped from the launcher's own variables, then Slurm's where they left one unset (a task
+    srun started); empty under torchrun."""
     mapped = {}
     for name, sources in SOURCES.items():
         for source in sources:
             if source in environ:
                 mapped[name] = environ[source]
                 break
-    return mapped
+    return {**step_rank_env({**environ, **mapped}), **mapped}
 
 
 def output_shown(environ: Mapping[str, str]) -> bool:
@@ -73,9 +76,15 @@ def shell_rank_script(python: str) -> str:
            f'--entry $$ --shell "$code"; elif [ -d "{status}" ]; then '
            f'printf \'{{"rank": "%s", "exit_code": 0, "signal": null, "pid": %s}}\\n\' "${{RANK-}}" $$ '
            f'> "{status}/rank-{rank_file}.json"; fi')
+    # As step_rank_env, for the names a shell can map without expanding Slurm's lists (the image's Python maps the rest
+    # as it starts: images/site-packages/trainstack_slurm_ranks.py).
+    others = "".join(f"${{{name}+x}}" for name in OTHER_LAUNCHERS)
+    slurm = (f'[ -n "${{{STEP_TASKS}+x}}" ] && [ -z "{others}" ] && '
+             f': "${{RANK=$SLURM_PROCID}}" "${{WORLD_SIZE=${STEP_TASKS}}}" "${{LOCAL_RANK=$SLURM_LOCALID}}" '
+             '"${NODE_RANK=$SLURM_NODEID}" && export RANK WORLD_SIZE LOCAL_RANK NODE_RANK')
     silence = f'case ",${{{SHOW_RANKS}-${{RANK-}}}}," in *",${{RANK-}},"*) ;; *) exec >/dev/null 2>&1 ;; esac'
     return "; ".join([
-        *(_export(name, sources) for name, sources in SOURCES.items()), silence, f"export {RANK_ENTRY}=$$", start,
+        *(_export(name, sources) for name, sources in SOURCES.items()), slurm, silence, f"export {RANK_ENTRY}=$$", start,
         '"$@"', "code=$?", leftovers, end, 'exit "$code"',
     ])
 

@@ -1,0 +1,132 @@
+"""Jobs inside a Slurm allocation (a shell of salloc or sbatch), started through srun: `trainrun mpi -np N` as
+`srun --mpi=pmix` of the ranks on the allocation's nodes, `trainrun torch --nnodes N` as one torchrun per node on a
+c10d rendezvous at the first node. No ssh, no host list: the allocation has both.
+
+srun's own options where trainrun's mean the same (-N/--nodes, --ntasks-per-node, --mpi), and the two settings a
+Slurm job should not miss: --kill-on-bad-exit=1, so that one failed rank ends the step instead of leaving the others
+waiting in a collective (Lightning's guide asks for it), and --label for each line's rank.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ..errors import UsageError
+from ..job import MpiJob, TorchJob
+from ..machine import Machine
+from ..plan import Plan, run_env, thread_env
+from ..rank.env import SHOW_RANKS, rank_argv
+from ..slurm import Allocation, master_port
+from ..validate import rank_count, rank_list
+from .mpi import user_env
+from .torch import deepspeed_notes, processes_per_node, validate_torch_job
+
+# What Open MPI 4.1 (Debian's, the images') speaks with srun; pmi2 and none fail in MPI_Init (trainrun doctor says
+# which plugins this cluster's srun has).
+MPI_TYPES = ("pmix", "pmix_v3", "pmix_v4", "pmix_v5", "pmi2", "none")
+
+
+def srun_head(ntasks: int, nodes: int | None, ntasks_per_node: int | None, label: bool) -> list[str]:
+    argv = ["srun", "--ntasks", str(ntasks)]
+    if nodes is not None:
+        argv += ["--nodes", str(nodes)]
+    if ntasks_per_node is not None:
+        argv += ["--ntasks-per-node", str(ntasks_per_node)]
+    argv.append("--kill-on-bad-exit=1")
+    if label:
+        argv.append("--label")
+    return argv
+
+
+def allocation_note(allocation: Allocation, how: str) -> str:
+    nodes = ", ".join(f"{node} ({tasks})" for node, tasks in zip(allocation.nodes, allocation.tasks_per_node))
+    return f"inside Slurm job {allocation.job_id}, nodes (tasks): {nodes}: {how}"
+
+
+def check_fits(job_nodes: int | None, ntasks: int, ntasks_per_node: int | None, allocation: Allocation,
+               tasks_option: str, nodes_option: str = "--nodes") -> None:
+    """The step fits the allocation, or one line says what does (srun would say `More processors requested than
+    permitted` after the launch)."""
+    if job_nodes is not None and job_nodes > len(allocation.nodes):
+        raise UsageError(nodes_option, job_nodes, f"is more than the {len(allocation.nodes)} nodes of Slurm job "
+                         f"{allocation.job_id}", valid=f"1 to {len(allocation.nodes)}")
+    if ntasks_per_node is not None:
+        nodes = job_nodes or len(allocation.nodes)
+        if ntasks > nodes * ntasks_per_node:
+            raise UsageError(tasks_option, ntasks, f"is more than --nodes x --ntasks-per-node = {nodes} x "
+                             f"{ntasks_per_node}", valid=f"at most {nodes * ntasks_per_node}")
+    capacity = sum(allocation.tasks_per_node[:job_nodes] if job_nodes else allocation.tasks_per_node)
+    if ntasks > capacity:
+        raise UsageError(tasks_option, ntasks, f"is more than the {capacity} tasks Slurm job {allocation.job_id} "
+                         "may start", valid=f"at most {capacity}, or an allocation with more (salloc/sbatch "
+                                            f"--ntasks {ntasks})")
+
+
+def tasks_on_first_node(ntasks: int, allocation: Allocation, ntasks_per_node: int | None) -> int:
+    return min(ntasks, ntasks_per_node or allocation.tasks_per_node[0])
+
+
+class SrunMpiPlanner:
+    def plan(self, job: MpiJob, machine: Machine) -> Plan:
+        allocation = machine.slurm
+        assert allocation is not None
+        ntasks = rank_count("-np", job.num_processes)
+        if job.srun_mpi not in MPI_TYPES:
+            raise UsageError("--mpi", job.srun_mpi, "is not an MPI plugin type of srun", valid=", ".join(MPI_TYPES))
+        check_fits(job.nodes, ntasks, job.ntasks_per_node, allocation, "-np")
+        for option, value in (("--output-filename", job.output_filename), ("--network-interface",
+                                                                           job.network_interface)):
+            if value:
+                raise UsageError(option, value, "is mpirun's, and this job starts through srun inside Slurm job "
+                                 f"{allocation.job_id}", valid="srun's own options in --mpi-args")
+        local = tasks_on_first_node(ntasks, allocation, job.ntasks_per_node)
+        env = {"MASTER_ADDR": allocation.nodes[0], "MASTER_PORT": str(master_port(allocation.job_id)),
+               **thread_env(machine, local)}
+        if job.ranks_filter is not None:
+            env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, ntasks)
+        env |= {**run_env(job.run), **user_env("-x", job.env, machine.environ)}
+        label = job.tag_output and ntasks > 1
+        argv = [*srun_head(ntasks, job.nodes, job.ntasks_per_node, label), f"--mpi={job.srun_mpi}",
+                *job.launcher_args, *rank_argv(job.program, machine.python)]
+        note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}")
+        return Plan(backend="mpi (srun)", argv=argv, env=env, ranks=ntasks, local_ranks=local, launcher="srun",
+                    output_tags="lines" if label else "none", notes=(note,), run=job.run)
+
+
+class SrunTorchPlanner:
+    def plan(self, job: TorchJob, machine: Machine) -> Plan:
+        allocation = machine.slurm
+        assert allocation is not None
+        endpoint = f"{allocation.nodes[0]}:{master_port(allocation.job_id)}"
+        validate_torch_job(replace(job, rdzv_endpoint=endpoint))
+        nodes = job.nnodes
+        check_fits(nodes, nodes, 1, allocation, "--nnodes", "--nnodes")
+        nproc = processes_per_node(job, machine)
+        ranks = nproc * nodes
+        tagged = job.tag_output and ranks > 1
+        argv = [*srun_head(nodes, nodes, 1, label=False), machine.python, "-m", "trainrun.torchrun",
+                "--nnodes", str(nodes), "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
+                "--rdzv-endpoint", endpoint, "--rdzv-id", job.rdzv_id or f"slurm-{allocation.job_id}"]
+        if job.max_restarts:
+            argv += ["--max-restarts", str(job.max_restarts)]
+        if tagged:
+            argv += ["--tee", "3"]
+        if job.log_dir:
+            argv += ["--log-dir", job.log_dir]
+        if job.local_ranks_filter:
+            argv += ["--local-ranks-filter", job.local_ranks_filter]
+        argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
+        note = allocation_note(allocation, f"one torchrun on each of {nodes} nodes through srun, rendezvous "
+                                           f"c10d at {endpoint}")
+        return Plan(backend="torch (srun)", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)},
+                    ranks=ranks, local_ranks=nproc, launcher="srun", output_tags="lines" if tagged else "none",
+                    notes=(*deepspeed_notes(job, ranks), note), run=job.run)
+
+
+def starts_through_srun(job: MpiJob | TorchJob, machine: Machine) -> bool:
+    """Inside an allocation: an MPI job that names no hosts of its own (and is not Horovod's Gloo controller), a
+    torch job over several nodes that names no rendezvous."""
+    if machine.slurm is None:
+        return False
+    if isinstance(job, MpiJob):
+        return not job.hosts and not job.gloo
+    return job.nnodes > 1 and job.max_nnodes is None and job.master_addr is None and job.rdzv_endpoint is None

@@ -1,0 +1,138 @@
+"""Slurm in one module: the rank environment of a task `srun` started (step_rank_env), and the allocation a shell of
+`salloc` or `sbatch` runs in (allocation), each read from what Slurm sets, with its host lists expanded here (no
+`scontrol`, which a container may lack: each node then became a world of one, pith-train PR #91).
+
+A task is in a step when srun started it: srun sets SLURM_STEP_NUM_TASKS for every task, and neither the batch
+script's shell nor salloc's has it (both have SLURM_NTASKS, the batch shell SLURM_PROCID=0 as well). Lightning's
+SLURMEnvironment draws the same line, by the job's name; a single `python` in the batch script, mapped as a rank of
+4, would wait for three ranks that never come.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Mapping
+
+STEP_TASKS = "SLURM_STEP_NUM_TASKS"
+# Ranks whose world another launcher made, inside a Slurm job: mpirun's (its daemons are a step of their own, one task
+# per node), horovodrun's Gloo controller's, torchrun's workers' (GROUP_RANK is torchrun's alone).
+OTHER_LAUNCHERS = ("OMPI_COMM_WORLD_RANK", "HOROVOD_RANK", "GROUP_RANK")
+# MASTER_PORT from the job id as Lightning's SLURMEnvironment makes it, so that Lightning and a DDP script of one job
+# meet on one port: 15000 + the id's last four digits.
+PORT_BASE = 15000
+DEFAULT_MPI = "pmix"  # what Debian's and the images' Open MPI 4.1 speak with srun; pmi2 fails, none starts singletons
+
+_RANGE = re.compile(r"(\d+)(?:-(\d+))?$")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed host list, as `scontrol show hostnames` expands it: `n[1-3,5],gpu[01-02]` is n1, n2, n3,
+    n5, gpu01, gpu02 (leading zeros kept); bracketed ranges may appear more than once in a name (`r[1-2]n[1-2]`)."""
+    hosts: list[str] = []
+    for name in _split_outside_brackets(text.strip()):
+        hosts += _expand_name(name, text)
+    return hosts
+
+
+def _split_outside_brackets(text: str) -> list[str]:
+    names, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if depth not in (0, 1):
+            raise ValueError(f"not a Slurm host list: {text!r}")
+        if char == "," and depth == 0:
+            names.append(text[start:index])
+            start = index + 1
+    if depth:
+        raise ValueError(f"not a Slurm host list: {text!r}")
+    names.append(text[start:])
+    return [name for name in names if name]
+
+
+def _expand_name(name: str, whole: str) -> list[str]:
+    opening = name.find("[")
+    if opening < 0:
+        return [name]
+    closing = name.index("]", opening)
+    prefix, ranges, rest = name[:opening], name[opening + 1:closing], name[closing + 1:]
+    expanded = []
+    for part in ranges.split(","):
+        match = _RANGE.match(part)
+        if match is None:
+            raise ValueError(f"not a Slurm host list: {whole!r}")
+        low, high = match.group(1), match.group(2) or match.group(1)
+        width = len(low) if low.startswith("0") else 0
+        for number in range(int(low), int(high) + 1):
+            expanded += [f"{prefix}{number:0{width}d}{tail}" for tail in _expand_name(rest, whole)]
+    return expanded
+
+
+def expand_tasks_per_node(text: str) -> list[int]:
+    """SLURM_TASKS_PER_NODE and SLURM_STEP_TASKS_PER_NODE: `2(x3),1` is 2, 2, 2, 1."""
+    counts = []
+    for part in text.split(","):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if match is None:
+            raise ValueError(f"not a Slurm tasks-per-node list: {text!r}")
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    return counts
+
+
+def master_port(job_id: str) -> int:
+    return PORT_BASE + int(job_id[-4:])
+
+
+def in_step(environ: Mapping[str, str]) -> bool:
+    return STEP_TASKS in environ
+
+
+def step_rank_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, NODE_RANK, MASTER_ADDR and MASTER_PORT for a task srun started,
+    each only where nothing set it (a user's MASTER_PORT, torchrun's RANK are kept); nothing outside a step or where
+    another launcher made the world."""
+    if not in_step(environ) or any(name in environ for name in OTHER_LAUNCHERS):
+        return {}
+    node = int(environ.get("SLURM_NODEID", "0"))
+    values = {"RANK": environ.get("SLURM_PROCID", environ.get("PMIX_RANK")), "WORLD_SIZE": environ[STEP_TASKS],
+              "LOCAL_RANK": environ.get("SLURM_LOCALID"), "NODE_RANK": str(node)}
+    tasks_per_node = environ.get("SLURM_STEP_TASKS_PER_NODE", environ.get("SLURM_TASKS_PER_NODE"))
+    if tasks_per_node:
+        counts = expand_tasks_per_node(tasks_per_node)
+        if node < len(counts):
+            values["LOCAL_WORLD_SIZE"] = str(counts[node])
+    nodes = environ.get("SLURM_STEP_NODELIST", environ.get("SLURM_JOB_NODELIST"))
+    if nodes:
+        values["MASTER_ADDR"] = expand_hostlist(nodes)[0]
+    job_id = environ.get("SLURM_JOB_ID", "")
+    if job_id.isdigit():
+        values["MASTER_PORT"] = str(master_port(job_id))
+    return {name: value for name, value in values.items() if value is not None and name not in environ}
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The job a shell of salloc or sbatch runs in: its nodes, and the tasks it may start on each."""
+
+    job_id: str
+    nodes: tuple[str, ...]
+    tasks_per_node: tuple[int, ...]  # SLURM_TASKS_PER_NODE: the tasks (or, without --ntasks, CPUs) on each node
+
+    @property
+    def tasks(self) -> int:
+        return sum(self.tasks_per_node)
+
+    def to_dict(self) -> dict:
+        return {"job_id": self.job_id, "nodes": list(self.nodes), "tasks_per_node": list(self.tasks_per_node)}
+
+
+def allocation(environ: Mapping[str, str]) -> Allocation | None:
+    """The allocation this shell holds, or None outside one and inside a step (a task srun started launches no
+    ranks of its own through srun)."""
+    job_id = environ.get("SLURM_JOB_ID")
+    nodes = environ.get("SLURM_JOB_NODELIST", environ.get("SLURM_NODELIST"))
+    if not job_id or not nodes or in_step(environ):
+        return None
+    hosts = expand_hostlist(nodes)
+    per_node = environ.get("SLURM_TASKS_PER_NODE")
+    counts = expand_tasks_per_node(per_node) if per_node else [1] * len(hosts)
+    return Allocation(job_id, tuple(hosts), tuple(counts[:len(hosts)]))
