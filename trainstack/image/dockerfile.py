@@ -59,12 +59,13 @@ ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
 # starts, that its caches are on a noexec mount; a rank told to by its launcher writes whole lines; a rank that used
 # Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit; a Lightning Trainer,
 # TrainingArguments or Accelerator whose process count disagrees with the ranks started says so in one line; an MLflow
-# tracking URI that cannot be reached is one line naming it.
+# tracking URI that cannot be reached is one line naming it; a task srun started gets the uniform rank environment.
 SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth",
                    "trainstack_line_buffered.py", "trainstack-line-buffered.pth",
                    "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth",
                    "trainstack_framework_ranks.py", "trainstack-framework-ranks.pth",
-                   "trainstack_mlflow_tracking.py", "trainstack-mlflow-tracking.pth")
+                   "trainstack_mlflow_tracking.py", "trainstack-mlflow-tracking.pth",
+                   "trainstack_slurm_ranks.py", "trainstack-slurm-ranks.pth")
 
 
 def labels(flavor: Flavor) -> dict[str, str]:
