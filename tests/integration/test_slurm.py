@@ -1,0 +1,178 @@
+"""Jobs on a real two-node Slurm cluster on this host (trainstack.clusters.slurm): the rank environment of tasks srun
+started, MPI over PMIx, DDP started by srun itself and by trainrun torch, trainrun mpi inside salloc and sbatch, and
+each mistake users make there as one line and a non-zero exit within seconds.
+
+The ranks run the tests' programs as users write them. The image's site hooks (images/site-packages) are loaded the
+way the image's .pth files load them, through a sitecustomize on PYTHONPATH, since the host's venv has no .pth of
+theirs. Both emulated nodes are this host: CROSS_NODE_MPI_ENV sends Open MPI's traffic between them over TCP.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(shutil.which("slurmctld") is None or not PMIX_LIBRARY.exists(),
+                       reason=f"needs Debian's {' '.join(PACKAGES)} (./dev installs them)"),
+]
+
+REPO = Path(__file__).parents[2]
+RANK_REPORT = REPO / "tests" / "support" / "ranks" / "rank_report.py"
+SITE_HOOKS = ("trainstack_framework_ranks", "trainstack_slurm_ranks")
+MPI_HELLO = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size())"
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # Outside /tmp, which each node replaces with its own (as a real cluster's node-local /tmp).
+    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-", dir="/var/tmp"))
+    slurm = LoopbackSlurm(root / "cluster")
+    slurm.start()
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    assert not list(root.parent.glob(f"{root.name}/**/spmix_appdir_*"))
+
+
+@pytest.fixture
+def work(cluster: LoopbackSlurm) -> Path:
+    """A folder every node sees, with the image's site hooks loaded at every Python start."""
+    folder = Path(tempfile.mkdtemp(dir=cluster.root.parent))
+    hooks = folder / "site-hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        f"import sys\nsys.path.append({str(REPO / 'images' / 'site-packages')!r})\n"
+        + "".join(f"import {hook}\n" for hook in SITE_HOOKS))
+    (folder / "reports").mkdir()
+    return folder
+
+
+def job_env(cluster: LoopbackSlurm, work: Path, **extra: str) -> dict[str, str]:
+    env = cluster.env()
+    for name in [name for name in env if name.startswith(("SLURM_", "OMPI_", "PMIX_", "RANK", "WORLD_SIZE"))]:
+        if name != "SLURM_CONF":
+            del env[name]
+    return {**env, **CROSS_NODE_MPI_ENV, "PYTHONPATH": str(work / "site-hooks"), "REPORT_DIR": str(work / "reports"),
+            "PATH": f"{Path(sys.executable).parent}:{env['PATH']}", **extra}
+
+
+def run(argv: list[str], env: dict[str, str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess:
+    started = time.monotonic()
+    result = subprocess.run(argv, env=env, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+    result.seconds = time.monotonic() - started  # type: ignore[attr-defined]
+    return result
+
+
+def reports(work: Path) -> dict[int, dict]:
+    return {int(path.stem.split("-")[1]): json.loads(path.read_text()) for path in (work / "reports").glob("*.json")}
+
+
+def test_tasks_srun_started_get_the_uniform_rank_environment(cluster, work) -> None:
+    result = run(["srun", "-N2", "-n4", sys.executable, str(RANK_REPORT)], job_env(cluster, work), work)
+    assert result.returncode == 0, result.stderr
+    got = reports(work)
+    assert sorted(got) == [0, 1, 2, 3]
+    for rank, report in got.items():
+        env = report["env"]
+        assert env["WORLD_SIZE"] == "4" and env["LOCAL_WORLD_SIZE"] == "2"
+        assert env["LOCAL_RANK"] == str(rank % 2)
+        assert env["MASTER_ADDR"] == "n1"
+        assert int(env["MASTER_PORT"]) >= 15000
+
+
+def test_the_batch_scripts_own_python_is_no_rank(cluster, work) -> None:
+    """A single python in the batch script (no step) would otherwise wait for 3 ranks that never come."""
+    out = work / "batch.out"
+    probe = "import os; print(os.environ.get('RANK'), os.environ.get('WORLD_SIZE'))"
+    result = run(["sbatch", "--wait", "-N2", "-n4", "-o", str(out), "--wrap", f"{sys.executable} -c \"{probe}\""],
+                 job_env(cluster, work), work)
+    assert result.returncode == 0, result.stderr + out.read_text()
+    assert out.read_text().strip() == "None None"
+
+
+def test_mpi4py_over_pmix_across_two_nodes(cluster, work) -> None:
+    env = job_env(cluster, work, COLLECTIVE="mpi4py")
+    result = run(["srun", "--mpi=pmix", "-N2", "-n4", sys.executable, str(RANK_REPORT)], env, work)
+    assert result.returncode == 0, result.stderr
+    assert [report["allreduce"] for report in reports(work).values()] == [10.0] * 4  # 1 + 2 + 3 + 4
+
+
+def test_ddp_started_by_srun_itself_with_env_init(cluster, work) -> None:
+    """torch.distributed.init_process_group("gloo") reads env://, which only Slurm's variables fill here."""
+    env = job_env(cluster, work, COLLECTIVE="gloo")
+    result = run(["srun", "-N2", "-n4", sys.executable, str(RANK_REPORT)], env, work)
+    assert result.returncode == 0, result.stderr
+    assert [report["allreduce"] for report in reports(work).values()] == [10.0] * 4
+
+
+def test_trainrun_mpi_inside_salloc_starts_the_ranks_through_srun(cluster, work) -> None:
+    env = job_env(cluster, work, COLLECTIVE="mpi4py")
+    result = run(["salloc", "-N2", "-n4", "trainrun", "mpi", "-np", "4", sys.executable, str(RANK_REPORT)], env, work)
+    assert result.returncode == 0, result.stderr
+    assert "4 ranks start through srun --mpi=pmix" in result.stderr
+    got = reports(work)
+    assert [got[rank]["allreduce"] for rank in range(4)] == [10.0] * 4
+    assert {got[rank]["env"]["RANK"] for rank in range(4)} == {"0", "1", "2", "3"}
+
+
+def test_trainrun_torch_inside_sbatch_runs_one_torchrun_per_node_on_c10d(cluster, work) -> None:
+    out = work / "torch.out"
+    script = work / "torch.sbatch"
+    script.write_text("#!/bin/sh\n#SBATCH --nodes=2 --ntasks-per-node=1\n"
+                      f"exec trainrun torch --nnodes 2 --nproc-per-node 2 {RANK_REPORT}\n")
+    env = job_env(cluster, work, COLLECTIVE="gloo")
+    result = run(["sbatch", "--wait", "-o", str(out), str(script)], env, work, timeout=180)
+    log = out.read_text()
+    assert result.returncode == 0, result.stderr + log
+    assert "one torchrun on each of 2 nodes through srun" in log
+    got = reports(work)
+    assert [got[rank]["allreduce"] for rank in range(4)] == [10.0] * 4
+    assert {got[rank]["env"]["LOCAL_WORLD_SIZE"] for rank in range(4)} == {"2"}
+
+
+def one_line_failure(result: subprocess.CompletedProcess, text: str) -> None:
+    lines = [line for line in result.stderr.splitlines() if line.startswith(("trainstack:", "trainrun:"))]
+    assert result.returncode != 0
+    assert result.seconds < 20  # type: ignore[attr-defined]
+    assert lines and all(text in line for line in lines), result.stderr
+    assert "Traceback" not in result.stderr and "MPI_Init" not in result.stderr.replace(lines[0], "")
+
+
+def test_mpi_under_srun_without_pmix_is_one_line(cluster, work) -> None:
+    result = run(["srun", "--mpi=none", "-N2", "-n4", sys.executable, "-c", MPI_HELLO], job_env(cluster, work), work)
+    one_line_failure(result, "srun started these 4 tasks with --mpi=none")
+    assert "(valid: srun --mpi=pmix" in result.stderr
+
+
+def test_mpi_without_the_pmix_server_folder_is_one_line(cluster, work) -> None:
+    """As in a container that does not mount srun's PMIx folder: an empty file system over the spool hides it."""
+    hidden = ('mount -t tmpfs none "$(dirname "$PMIX_SERVER_TMPDIR")" && exec "$@"')
+    argv = ["srun", "--mpi=pmix", "-N1", "-n2", "unshare", "-m", "--propagation", "private", "sh", "-c", hidden,
+            "hide", sys.executable, "-c", MPI_HELLO]
+    result = run(argv, job_env(cluster, work), work)
+    one_line_failure(result, "is not in this container: MPI_Init would fail")
+
+
+def test_more_ranks_than_the_allocation_is_one_line(cluster, work) -> None:
+    result = run(["salloc", "-N2", "-n4", "trainrun", "mpi", "-np", "5", sys.executable, "-c", MPI_HELLO],
+                 job_env(cluster, work), work)
+    one_line_failure(result, "-np = 5: is more than the 4 tasks Slurm job")
+
+
+def test_nothing_is_left_running(cluster, work) -> None:
+    queue = subprocess.run(["squeue", "-h"], env=cluster.env(), capture_output=True, text=True)
+    assert queue.stdout.strip() == ""
+    assert os.environ.get("SLURM_JOB_ID") is None
