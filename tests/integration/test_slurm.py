@@ -29,6 +29,7 @@ pytestmark = [
 
 REPO = Path(__file__).parents[2]
 RANK_REPORT = REPO / "tests" / "support" / "ranks" / "rank_report.py"
+EXAMPLES = REPO / "examples"
 SITE_HOOKS = ("trainstack_framework_ranks", "trainstack_slurm_ranks")
 MPI_HELLO = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size())"
 
@@ -128,19 +129,38 @@ def test_trainrun_mpi_inside_salloc_starts_the_ranks_through_srun(cluster, work)
     assert {got[rank]["env"]["RANK"] for rank in range(4)} == {"0", "1", "2", "3"}
 
 
-def test_trainrun_torch_inside_sbatch_runs_one_torchrun_per_node_on_c10d(cluster, work) -> None:
-    out = work / "torch.out"
-    script = work / "torch.sbatch"
-    script.write_text("#!/bin/sh\n#SBATCH --nodes=2 --ntasks-per-node=1\n"
-                      f"exec trainrun torch --nnodes 2 --nproc-per-node 2 {RANK_REPORT}\n")
-    env = job_env(cluster, work, COLLECTIVE="gloo")
-    result = run(["sbatch", "--wait", "-o", str(out), str(script)], env, work, timeout=180)
+def sbatch(script: str, args: list[str], env: dict[str, str], work: Path, cwd: Path) -> str:
+    """The example batch script, submitted as its comment says, and its output once it has ended."""
+    out = work / f"{script}.out"
+    result = run(["sbatch", "--wait", "-o", str(out), str(EXAMPLES / "slurm" / script), *args], env, cwd, timeout=240)
     log = out.read_text()
     assert result.returncode == 0, result.stderr + log
+    return log
+
+
+def test_the_trainrun_torch_batch_script_runs_one_torchrun_per_node_on_c10d(cluster, work) -> None:
+    log = sbatch("trainrun-torch.sbatch", [str(RANK_REPORT)], job_env(cluster, work, COLLECTIVE="gloo"), work, work)
     assert "one torchrun on each of 2 nodes through srun" in log
     got = reports(work)
     assert [got[rank]["allreduce"] for rank in range(4)] == [10.0] * 4
     assert {got[rank]["env"]["LOCAL_WORLD_SIZE"] for rank in range(4)} == {"2"}
+
+
+def test_the_trainrun_mpi_batch_script_runs_mpi_over_pmix(cluster, work) -> None:
+    log = sbatch("trainrun-mpi.sbatch", [sys.executable, str(RANK_REPORT)],
+                 job_env(cluster, work, COLLECTIVE="mpi4py"), work, work)
+    assert "4 ranks start through srun --mpi=pmix" in log
+    assert [report["allreduce"] for report in reports(work).values()] == [10.0] * 4
+
+
+def test_the_ddp_batch_script_trains_the_unchanged_example(cluster, work) -> None:
+    """examples/ddp_torch_mnist.py, as torchrun users write it, started by srun alone: it learns."""
+    log = sbatch("ddp.sbatch", [sys.executable, "ddp_torch_mnist.py", "--checkpoint-dir", str(work / "checkpoints")],
+                 job_env(cluster, work), work, EXAMPLES)
+    summary = json.loads(log.strip().splitlines()[-1])
+    assert summary["ranks"] == 4
+    assert summary["accuracy"] > 0.8, log
+    assert (work / "checkpoints" / "model.pt").exists()
 
 
 def one_line_failure(result: subprocess.CompletedProcess, text: str) -> None:

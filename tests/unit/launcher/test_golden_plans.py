@@ -17,8 +17,11 @@ from trainrun.job import SparkJob
 from trainrun.plan import RunOptions
 from trainrun.program import Program
 from trainrun.rank.env import VERBOSE
+from trainrun.slurm import Allocation
 
 GOLDEN = Path(__file__).parent / "golden"
+# Inside a Slurm allocation (salloc/sbatch, srun on PATH), as Machine.slurm holds it.
+ALLOCATION = {"job_id": "4321", "nodes": ["gpu01", "gpu02"], "tasks_per_node": [2, 2]}
 
 CASES = {
     "mpi_openmpi": (["mpi", "-np", "2", "--", "python", "train.py", "--epochs", "1"], {}),
@@ -58,6 +61,14 @@ CASES = {
     "torch_underscore_spellings": (["torch", "--nproc_per_node", "2", "--nnodes", "2", "--node_rank", "1",
                                     "--master_addr", "n0", "--master_port", "29500", "python", "train.py"], {}),
     "torch_module_flag": (["torch", "--nproc-per-node", "2", "-m", "pkg.train", "--epochs", "1"], {}),
+    "mpi_srun_in_allocation": (["mpi", "-np", "4", "python", "train.py"], {"slurm": ALLOCATION}),
+    "mpi_srun_options": (["mpi", "-np", "3", "-N", "2", "--ntasks-per-node", "2", "--mpi", "pmi2", "-x", "BAR=baz",
+                          "--mpi-args=--cpu-bind=cores", "python", "train.py"], {"slurm": ALLOCATION}),
+    "mpi_hosts_in_allocation": (["mpi", "-np", "2", "-H", "node0:1,node1:1", "python", "train.py"],
+                                {"slurm": ALLOCATION}),
+    "torch_srun_in_allocation": (["torch", "--nnodes", "2", "--nproc-per-node", "2", "train.py"],
+                                 {"slurm": ALLOCATION}),
+    "torch_single_node_in_allocation": (["torch", "--nproc-per-node", "2", "train.py"], {"slurm": ALLOCATION}),
     "torch_elastic": (["torch", "--nproc-per-node", "gpu", "--nnodes", "1:4", "--rdzv-endpoint", "n0:29400",
                        "--max-restarts", "3", "--log-dir", "/tmp/logs", "--local-ranks-filter", "0",
                        "--torchrun-args", "--monitor-interval 1", "--", "train.py"], {"gpu_count": 4}),
@@ -89,7 +100,9 @@ CASES = {
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_plan_matches_golden(name: str, fake_pooltemplates: object, plan_for, golden) -> None:
     argv, machine = CASES[name]
-    plan = plan_for([*argv[:1], "--dry-run", "--json", *argv[1:]], **machine).to_dict()
+    facts = {name: Allocation(value["job_id"], tuple(value["nodes"]), tuple(value["tasks_per_node"]))
+             if name == "slurm" else value for name, value in machine.items()}
+    plan = plan_for([*argv[:1], "--dry-run", "--json", *argv[1:]], **facts).to_dict()
     golden(f"{name}.json", json.dumps({"cli": ["trainrun", *argv], "machine": machine, "plan": plan}, indent=2) + "\n")
 
 
