@@ -50,9 +50,10 @@ def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_co
     files = sorted(path.name for path in site_packages(cpu_context, "cpu").iterdir())
     assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth",
                      "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth", "trainstack-line-buffered.pth",
-                     "trainstack-mlflow-tracking.pth", "trainstack_absent_packages.json",
+                     "trainstack-mlflow-tracking.pth", "trainstack-slurm-ranks.pth", "trainstack_absent_packages.json",
                      "trainstack_absent_packages.py", "trainstack_compile_cache.py", "trainstack_framework_ranks.py",
-                     "trainstack_gloo_exit.py", "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py"]
+                     "trainstack_gloo_exit.py", "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py",
+                     "trainstack_slurm_ranks.py"]
     pth = site_packages(cpu_context, "cpu") / "trainstack-absent-packages.pth"
     assert pth.read_text() == "import trainstack_absent_packages\n"
     data = json.loads((site_packages(cpu_context, "cpu") / "trainstack_absent_packages.json").read_text())

@@ -1,0 +1,102 @@
+"""Launch overhead inside a Slurm allocation: `trainrun mpi -np 4` against the raw `srun --mpi=pmix` of the same
+program, on the loopback two-node cluster (trainstack.clusters.slurm), side by side in one run.
+
+Both run inside one `salloc -N2 -n4`, so the allocation's own cost is outside the measure: each pair is
+`srun --mpi=pmix --ntasks 4 --kill-on-bad-exit=1 python job.py` and `trainrun mpi -np 4 python job.py`, interleaved
+(raw, trainrun, raw, ...) so that load drifts hit both alike. The job is a few seconds of an MPI program: mpi4py's
+MPI_Init over PMIx, one allreduce, then WORK_SECONDS of work. The target: trainrun / raw <= 1.05 (median of the
+pairs). Run as root (the cluster's daemons), on a machine with Debian's slurmctld, slurmd, munge and libpmix-dev:
+
+    python benchmarks/slurm_launch.py [--pairs N] [--out benchmarks/results/slurm_launch.json]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, LoopbackSlurm  # noqa: E402
+
+TARGET_RATIO = 1.05
+WORK_SECONDS = 3.0
+JOB = f"""import time
+from mpi4py import MPI
+assert MPI.COMM_WORLD.allreduce(1) == MPI.COMM_WORLD.Get_size() == 4
+time.sleep({WORK_SECONDS})
+"""
+BIN = Path(sys.executable).parent
+TRAINRUN = str(BIN / "trainrun") if (BIN / "trainrun").exists() else shutil.which("trainrun") or "trainrun"
+# Inside the allocation: one line per launch, `<kind> <start> <end>` (bash's clock, in seconds).
+PAIRS_SCRIPT = """set -e
+for i in $(seq "$PAIRS"); do
+  for kind in raw trainrun; do
+    start=$EPOCHREALTIME
+    if [ "$kind" = raw ]; then
+      srun --mpi=pmix --ntasks 4 --kill-on-bad-exit=1 "$PYTHON" "$JOB" >/dev/null
+    else
+      "$TRAINRUN" mpi -np 4 "$PYTHON" "$JOB" >/dev/null 2>&1
+    fi
+    echo "$kind $start $EPOCHREALTIME"
+  done
+done
+"""
+
+
+def measure(pairs: int) -> dict:
+    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-bench-", dir="/var/tmp"))
+    cluster = LoopbackSlurm(root / "cluster")
+    started = time.monotonic()
+    cluster.start()
+    start_seconds = time.monotonic() - started
+    try:
+        job = root / "job.py"
+        job.write_text(JOB)
+        env = {**cluster.env(), **CROSS_NODE_MPI_ENV, "PAIRS": str(pairs), "PYTHON": sys.executable, "JOB": str(job),
+               "TRAINRUN": TRAINRUN}
+        result = subprocess.run(["salloc", "-N2", "-n4", "bash", "-c", PAIRS_SCRIPT], env=env, cwd=root,
+                                capture_output=True, text=True, timeout=60 + pairs * 60)
+        if result.returncode != 0:
+            raise SystemExit(f"the pairs failed:\n{result.stderr[-3000:]}")
+        times: dict[str, list[float]] = {"raw": [], "trainrun": []}
+        for line in result.stdout.splitlines():
+            kind, start, end = line.split()
+            times[kind].append(float(end) - float(start))
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
+    ratios = [t / r for r, t in zip(times["raw"], times["trainrun"])]
+    return {"cluster_start_seconds": round(start_seconds, 2), "pairs": pairs, "work_seconds": WORK_SECONDS,
+            "raw_srun_seconds": [round(s, 3) for s in times["raw"]],
+            "trainrun_mpi_seconds": [round(s, 3) for s in times["trainrun"]],
+            "raw_median": round(statistics.median(times["raw"]), 3),
+            "trainrun_median": round(statistics.median(times["trainrun"]), 3),
+            "ratio_median": round(statistics.median(ratios), 4), "target_ratio": TARGET_RATIO,
+            "met": statistics.median(ratios) <= TARGET_RATIO}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "slurm_launch.json")
+    args = parser.parse_args()
+    results = measure(args.pairs)
+    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "slurm": subprocess.run(["srun", "--version"], capture_output=True, text=True).stdout.strip()}
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"raw srun --mpi=pmix {results['raw_median']} s, trainrun mpi {results['trainrun_median']} s: "
+          f"ratio {results['ratio_median']} (target <= {TARGET_RATIO}: {'met' if results['met'] else 'NOT met'})")
+
+
+if __name__ == "__main__":
+    main()
