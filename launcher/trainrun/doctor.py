@@ -62,6 +62,10 @@ class Facts:
     # refuses cross-memory attach (trainrun.cma), None where it allows it.
     single_copy: tuple[str, str] | None = None
     cma_refused: str | None = None
+    # Slurm: the MPI plugin types `srun --mpi=list` offers (None without srun), and the locked-memory limit in bytes
+    # (None: unlimited).
+    srun_mpi_plugins: tuple[str, ...] | None = None
+    memlock_bytes: int | None = None
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -263,10 +267,46 @@ def single_copy_checks(facts: Facts) -> list[Check]:
                   f"{facts.cma_refused}")]
 
 
+def slurm_checks(facts: Facts) -> list[Check]:
+    """Where srun is (a cluster's node or login node) or inside a Slurm job: the MPI plugins srun offers against
+    what this Open MPI speaks (PMIx), the locked-memory limit batch shells often get, and a CUDA_VISIBLE_DEVICES that
+    srun's --gpus-per-task narrowed below the ranks' local indices."""
+    environ = facts.environ
+    if facts.srun_mpi_plugins is None and "SLURM_JOB_ID" not in environ:
+        return []
+    job = environ.get("SLURM_JOB_ID")
+    checks = [Check("slurm", "ok", f"inside job {job} on {environ.get('SLURM_JOB_NODELIST', '?')}" if job
+                    else "srun is here; not inside a job")]
+    plugins = facts.srun_mpi_plugins
+    if plugins is not None:
+        offered = ", ".join(plugins) or "none"
+        if any(plugin.startswith("pmix") for plugin in plugins):
+            checks.append(Check("srun-mpi", "ok", f"srun --mpi=list: {offered}; srun --mpi=pmix is what this Open MPI "
+                                "speaks"))
+        else:
+            checks.append(Check("srun-mpi", "fail", f"srun --mpi=list: {offered}, no pmix: Open MPI 4.1 fails in "
+                                "MPI_Init under pmi2 and none",
+                                "ask the cluster for Slurm's mpi/pmix plugin (and libpmix), or start the ranks "
+                                "with mpirun inside the allocation: trainrun mpi -H HOST:SLOTS,..."))
+    if job and facts.memlock_bytes is not None and facts.memlock_bytes < SHM_NEEDED:
+        checks.append(Check("memlock", "warn", f"ulimit -l is {facts.memlock_bytes // 1024} KiB: InfiniBand (UCX, "
+                            "NCCL's IB transport) registers memory beyond it",
+                            "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf, or srun --propagate=MEMLOCK "
+                            "from a shell with ulimit -l unlimited"))
+    visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    local_rank = environ.get("SLURM_LOCALID", "")
+    if "SLURM_STEP_NUM_TASKS" in environ and visible and local_rank.isdigit() and int(local_rank) >= len(visible):
+        checks.append(Check("cuda-visible", "warn", f"srun left this task {len(visible)} GPU(s) "
+                            f"(CUDA_VISIBLE_DEVICES={','.join(visible)}), so cuda:{local_rank} (its local rank) does "
+                            "not exist", "use cuda:0, or LOCAL_RANK % torch.cuda.device_count(); or --gpus-per-node "
+                            "instead of --gpus-per-task"))
+    return checks
+
+
 def run_checks(facts: Facts) -> list[Check]:
     return [*manifest_checks(facts), *package_checks(facts), *keras_checks(facts), *cuda_checks(facts),
             *network_checks(facts), *shm_checks(facts), *tool_checks(facts), *single_copy_checks(facts),
-            *compile_checks(facts)]
+            *compile_checks(facts), *slurm_checks(facts)]
 
 
 def _installed(name: str) -> str | None:
@@ -335,6 +375,23 @@ def _java() -> str | None:
     return found.group(1) if found else "found"
 
 
+def _srun_mpi_plugins() -> tuple[str, ...] | None:
+    if shutil.which("srun") is None:
+        return None
+    listed = _run(["srun", "--mpi=list"])
+    if listed is None:  # srun without a cluster's config here
+        return None
+    return tuple(line.strip() for line in listed.splitlines()
+                 if line.startswith(("\t", " ")) and line.strip() and ":" not in line)
+
+
+def _memlock_bytes() -> int | None:
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    return None if soft == resource.RLIM_INFINITY else soft
+
+
 def collect_facts(environ: Mapping[str, str]) -> Facts:
     import psutil
 
@@ -354,7 +411,8 @@ def collect_facts(environ: Mapping[str, str]) -> Facts:
                  nvidia_smi=shutil.which("nvidia-smi") is not None, horovod_keras_3=_horovod_keras_3(),
                  compile_caches=tuple((variable, directory, noexec_mount(directory))
                                       for variable, directory in compiler_caches(environ)),
-                 single_copy=single_copy, cma_refused=cma.refused() if single_copy else None)
+                 single_copy=single_copy, cma_refused=cma.refused() if single_copy else None,
+                 srun_mpi_plugins=_srun_mpi_plugins(), memlock_bytes=_memlock_bytes())
 
 
 def format_checks(checks: list[Check]) -> str:

@@ -163,6 +163,13 @@ def test_the_ddp_batch_script_trains_the_unchanged_example(cluster, work) -> Non
     assert (work / "checkpoints" / "model.pt").exists()
 
 
+def test_the_doctor_names_the_mpi_plugins_srun_offers(cluster, work) -> None:
+    result = run(["salloc", "-N1", "-n1", "trainrun", "doctor", "--json"], job_env(cluster, work), work)
+    checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
+    assert checks["slurm"]["detail"].startswith("inside job ")
+    assert checks["srun-mpi"]["status"] == "ok" and "pmix" in checks["srun-mpi"]["detail"]
+
+
 def one_line_failure(result: subprocess.CompletedProcess, text: str) -> None:
     lines = [line for line in result.stderr.splitlines() if line.startswith(("trainstack:", "trainrun:"))]
     assert result.returncode != 0

@@ -138,3 +138,24 @@ def test_an_mpi_world_other_than_the_steps_is_a_problem() -> None:
     assert hook.mpi_world_problem(4, STEP) is None
     assert "MPI's world is 1 process: not the 4 tasks srun started" in hook.mpi_world_problem(1, STEP)
     assert hook.mpi_world_problem(1, BATCH) is None
+
+
+def doctor_facts(**changes):
+    from trainrun.doctor import Facts
+
+    return Facts("/etc/trainstack/manifest.json", None, {}, **changes)
+
+
+@pytest.mark.parametrize("changes,expected", [
+    ({}, []),  # no srun, no job: no Slurm section
+    ({"srun_mpi_plugins": ("pmix", "none", "cray_shasta", "pmi2")}, [("slurm", "ok"), ("srun-mpi", "ok")]),
+    ({"srun_mpi_plugins": ("pmi2", "none")}, [("slurm", "ok"), ("srun-mpi", "fail")]),
+    ({"environ": BATCH, "memlock_bytes": 65536}, [("slurm", "ok"), ("memlock", "warn")]),
+    ({"environ": BATCH, "memlock_bytes": None}, [("slurm", "ok")]),
+    ({"environ": {**STEP, "CUDA_VISIBLE_DEVICES": "3"}}, [("slurm", "ok"), ("cuda-visible", "warn")]),
+    ({"environ": {**STEP, "CUDA_VISIBLE_DEVICES": "0,1"}}, [("slurm", "ok")]),
+])
+def test_the_doctor_checks_what_slurm_gives(changes, expected) -> None:
+    from trainrun.doctor import slurm_checks
+
+    assert [(check.name, check.status) for check in slurm_checks(doctor_facts(**changes))] == expected
