@@ -29,6 +29,10 @@ TARGET_OPTIONS = {
     "node_type": "databricks: worker node type",
     "driver_node_type": "databricks: driver node type (default: the worker's)",
     "spark_version": "databricks: runtime version",
+    "runtime": "slurm: host (trainrun on the nodes), pyxis, apptainer or podman (default: host)",
+    "partition": "slurm: the partition (default: the cluster's)",
+    "account": "slurm: the account to charge (default: yours)",
+    "time": "slurm: the time limit (default: 01:00:00)",
 }
 
 

@@ -30,6 +30,7 @@ pytestmark = [
 REPO = Path(__file__).parents[2]
 RANK_REPORT = REPO / "tests" / "support" / "ranks" / "rank_report.py"
 EXAMPLES = REPO / "examples"
+CPU_POOL = REPO / "tests" / "integration" / "data" / "cpu-pool.yaml"
 SITE_HOOKS = ("trainstack_framework_ranks", "trainstack_slurm_ranks")
 MPI_HELLO = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_rank(), MPI.COMM_WORLD.Get_size())"
 
@@ -161,6 +162,25 @@ def test_the_ddp_batch_script_trains_the_unchanged_example(cluster, work) -> Non
     assert summary["ranks"] == 4
     assert summary["accuracy"] > 0.8, log
     assert (work / "checkpoints" / "model.pt").exists()
+
+
+def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> None:
+    """`pooltemplates render --target slurm` of a CPU pool on 2 nodes x 2 tasks, submitted as it is: trainrun mpi
+    starts the unchanged DDP example on every task through srun."""
+    script = work / "pool.sbatch"
+    render = subprocess.run(
+        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--set", "nodes=2",
+         "--set", "executor.cores=2", "--set", "job.processes=4", "--time", "10:00", "--out", str(script),
+         "--script", f"ddp_torch_mnist.py --checkpoint-dir {work / 'checkpoints'}"],
+        capture_output=True, text=True, timeout=60)
+    assert render.returncode == 0, render.stderr
+    assert "#SBATCH --ntasks-per-node=2" in script.read_text()
+    out = work / "pool.out"
+    result = run(["sbatch", "--wait", "-o", str(out), str(script)], job_env(cluster, work), EXAMPLES, timeout=240)
+    log = out.read_text()
+    assert result.returncode == 0, result.stderr + log
+    summary = json.loads(next(line for line in log.splitlines() if line.startswith("0: {")).removeprefix("0: "))
+    assert summary["ranks"] == 4 and summary["accuracy"] > 0.8, log
 
 
 def test_the_doctor_names_the_mpi_plugins_srun_offers(cluster, work) -> None:

@@ -1,5 +1,5 @@
 """Render targets: each turns a validated template into what one platform reads (one module per target;
-trainjob.py holds Kubeflow Trainer's two, and k8s.py what the Kubernetes targets share)."""
+trainjob.py holds Kubeflow Trainer's two, k8s.py what the Kubernetes targets share; slurm.py an sbatch script)."""
 from __future__ import annotations
 
 import inspect
@@ -12,6 +12,7 @@ from . import (
     kubernetes,
     mpijob,
     pytorchjob,
+    slurm,
     spark_application,
     spark_defaults,
     spark_submit,
@@ -30,6 +31,7 @@ TARGETS: dict[str, Callable[..., str]] = {
     "mpijob": mpijob.render,
     "trainjob-torch": trainjob.render_torch,
     "trainjob-mpi": trainjob.render_mpi,
+    "slurm": slurm.render,
 }
 
 

@@ -22,6 +22,7 @@ SUFFIX = {
     "mpijob": "yaml",
     "trainjob-torch": "yaml",
     "trainjob-mpi": "yaml",
+    "slurm": "sbatch",
 }
 CASES = [(name, target) for name in packaged_templates() for target in TARGETS]
 
