@@ -183,6 +183,26 @@ def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> N
     assert summary["ranks"] == 4 and summary["accuracy"] > 0.8, log
 
 
+def test_an_exported_squashfs_runs_on_every_task_under_charliecloud(cluster, work) -> None:
+    """`invoke export` of the base image (the small image ./dev makes; the training images' own runs under srun are
+    the image tier's), then `ch-run` of its squashfs on 2 nodes: the file system and the environment file work."""
+    base = os.environ.get("TRAINSTACK_BASE_IMAGE", "trainstack/debian-base:bookworm")
+    if shutil.which("ch-run") is None or shutil.which("mksquashfs") is None:
+        pytest.skip("needs Debian's charliecloud and squashfs-tools (./dev installs them)")
+    exported = run([sys.executable, "-m", "invoke", "export", "--image", base, "--out", str(work / "export")],
+                   os.environ | {"PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}, REPO, timeout=240)
+    if "is not an image of this docker engine" in exported.stderr:
+        pytest.skip(f"no {base} here (./dev makes it)")
+    assert exported.returncode == 0, exported.stderr
+    squashfs = next((work / "export").glob("*.sqsh"))
+    assert (work / "export" / f"{squashfs.stem}.tar").exists()
+    result = run(["srun", "-N2", "-n2", "ch-run", str(squashfs), "--", "sh", "-c",
+                  'echo "$SLURM_PROCID $(cat /etc/debian_version)"'], job_env(cluster, work, USER="root"), work)
+    assert result.returncode == 0, result.stderr
+    assert sorted(line.split()[0] for line in result.stdout.splitlines()) == ["0", "1"]
+    assert all(line.split()[1].startswith("12.") for line in result.stdout.splitlines())
+
+
 def test_the_doctor_names_the_mpi_plugins_srun_offers(cluster, work) -> None:
     result = run(["salloc", "-N1", "-n1", "trainrun", "doctor", "--json"], job_env(cluster, work), work)
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}

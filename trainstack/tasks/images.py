@@ -1,4 +1,4 @@
-"""invoke tasks for the images: matrix, render, build, base, push, sbom, scan, release-notes, train, test.
+"""invoke tasks for the images: matrix, render, build, base, push, sbom, export, scan, release-notes, train, test.
 
 Options that depend on the machine default to environment variables, so one machine's setup
 (see ./dev) is written once: TRAINSTACK_BASE_IMAGE, TRAINSTACK_WHEELHOUSE, TRAINSTACK_CA_BUNDLE.
@@ -240,6 +240,24 @@ def scan(c, gpu=False, flavor=None, image=None, sbom=None, require=False, osv_ur
         raise TrainstackError(f"--require: {result.not_scanned_line()}")
     if result.vulnerable:
         raise Exit(code=1)
+
+
+@task(help={**SBOM_HELP, "out": "the folder to write into (default build/export)",
+            "format": "docker-archive, squashfs or both, comma-separated (default both)"})
+@reports_errors
+def export(c, gpu=False, flavor=None, image=None, out="build/export", format="docker-archive,squashfs"):
+    """Write an image as files for a cluster without docker: a docker archive (podman load, Apptainer) and a zstd
+    squashfs that Enroot, Pyxis and Charliecloud run; print what each cost."""
+    from trainstack import docker_client
+    from trainstack.image.export import export_image
+    from trainstack.image.matrix import load_matrix
+    from trainstack.image.naming import check_reference, flavor_image
+
+    reference = check_reference("--image", image) if image else flavor_image(
+        load_matrix().flavor(_flavor_name(gpu, flavor)).name)
+    formats = tuple(name.strip() for name in format.split(",") if name.strip())
+    for done in export_image(docker_client.connect(), reference, Path(out), formats):
+        print(f"{done.format}: {done.path} ({done.bytes / 1e9:.2f} GB, {done.seconds:g} s)")
 
 
 @task(help={"from-image": "the earlier image (FROM, the first argument), e.g. the last release's tag",
