@@ -159,3 +159,16 @@ def test_the_doctor_checks_what_slurm_gives(changes, expected) -> None:
     from trainrun.doctor import slurm_checks
 
     assert [(check.name, check.status) for check in slurm_checks(doctor_facts(**changes))] == expected
+
+
+@pytest.mark.parametrize("device,visible,problem", [
+    (1, "3", "cuda:1 does not exist in this task: srun left it 1 GPU (CUDA_VISIBLE_DEVICES=3)"),
+    ("cuda:2", "0,1", "cuda:2 does not exist in this task: srun left it 2 GPUs"),
+    (0, "3", None),
+    (1, "0,1,2,3", None),
+    (1, "", None),  # nothing narrowed: CUDA's own error stands
+])
+def test_a_gpu_index_srun_did_not_leave_the_task_is_a_problem(device, visible, problem) -> None:
+    found = hook.gpu_index_problem(device, {**STEP, "CUDA_VISIBLE_DEVICES": visible})
+    assert (found is None) if problem is None else (problem in found)
+    assert hook.gpu_index_problem(device, {"CUDA_VISIBLE_DEVICES": visible}) is None  # outside a step
