@@ -1,0 +1,119 @@
+"""The image on a real Slurm cluster without docker: Podman runs it on every task srun starts (the loopback two-node
+cluster of trainstack.clusters.slurm), wired as Enroot's PMI hook wires a container: srun's SLURM_* and PMIX_*
+variables passed in, its PMIx folder mounted at the same path, the host's network, IPC and PID namespaces. The image
+is loaded into Podman from `docker save`, once.
+
+The unchanged Horovod example trains on 2 nodes x 2 ranks (srun --mpi=pmix, each task one rank) to the accuracy
+`trainrun mpi -np 4` gives on one host; the Python of the image maps the ranks' variables (a DDP probe with env://);
+and a container without srun's PMIx folder ends every task in one line.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm
+
+pytestmark = [
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(shutil.which("slurmctld") is None or shutil.which("podman") is None
+                       or not PMIX_LIBRARY.exists(), reason="needs Slurm, munge, libpmix-dev and podman (./dev)"),
+]
+
+EXAMPLES = "/opt/trainstack/examples"
+# What every task's podman gets: srun's variables and the cross-node transport, the PMIx folder (unless told not
+# to), the shared folder, and the limits these VMs allow without CAP_SYS_RESOURCE.
+PODMAN = ('exec podman run --rm --network=host --ipc=host --pid=host --ulimit nofile=4096:4096 '
+          '--ulimit nproc=4096:4096 --env "SLURM_*" --env "PMIX_*" --env "OMPI_MCA_*" {pmix} '
+          '--volume "$WORK:$WORK" --workdir "$WORK" "$IMAGE" "$@"')
+PMIX_MOUNT = '--volume "$PMIX_SERVER_TMPDIR:$PMIX_SERVER_TMPDIR"'
+
+
+@pytest.fixture(scope="module")
+def podman_image(image) -> str:
+    """The image under test in Podman's store (loaded once: its ID is docker's)."""
+    present = subprocess.run(["podman", "image", "inspect", "--format", "{{.Id}}", image.id.removeprefix("sha256:")],
+                             capture_output=True, text=True)
+    if present.returncode != 0:
+        load = subprocess.Popen(["podman", "load", "--quiet"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        assert load.stdin is not None
+        for chunk in image.save():
+            load.stdin.write(chunk)
+        load.stdin.close()
+        assert load.wait(timeout=600) == 0, load.stderr.read().decode()
+    return image.id.removeprefix("sha256:")
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-", dir="/var/tmp"))
+    slurm = LoopbackSlurm(root / "cluster")
+    slurm.start()
+    try:
+        yield slurm
+    finally:
+        slurm.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def work(cluster) -> Path:
+    folder = Path(tempfile.mkdtemp(dir=cluster.root.parent))
+    folder.chmod(0o777)  # the image's user writes here
+    return folder
+
+
+def srun_in_podman(cluster: LoopbackSlurm, work: Path, image: str, command: list[str], mpi: str = "pmix",
+                   pmix_mounted: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+    env = {**cluster.env(), **CROSS_NODE_MPI_ENV, "WORK": str(work), "IMAGE": image}
+    script = PODMAN.format(pmix=PMIX_MOUNT if pmix_mounted else "")
+    started = time.monotonic()
+    result = subprocess.run(["srun", f"--mpi={mpi}", "-N2", "-n4", "--kill-on-bad-exit=1", "sh", "-c", script,
+                             "podman", *command], env=env, cwd=work, capture_output=True, text=True, timeout=timeout)
+    result.seconds = time.monotonic() - started  # type: ignore[attr-defined]
+    return result
+
+
+def summary(output: str) -> dict:
+    return json.loads(next(line for line in output.splitlines() if line.startswith('{"workflow"')))
+
+
+def test_horovod_mnist_trains_on_two_nodes_as_on_one_host(cluster, work, podman_image, in_image) -> None:
+    trained = srun_in_podman(cluster, work, podman_image, ["python", f"{EXAMPLES}/horovod_torch_mnist.py",
+                                                          "--checkpoint-dir", str(work / "checkpoints")])
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    on_slurm = summary(trained.stdout)
+    assert on_slurm["ranks"] == 4
+    assert (work / "checkpoints").is_dir()
+    one_host = summary(in_image.run(["trainrun", "mpi", "-np", "4", "python", f"{EXAMPLES}/horovod_torch_mnist.py",
+                                   "--checkpoint-dir", "/tmp/checkpoints"], timeout=600))
+    assert one_host["ranks"] == 4
+    assert abs(on_slurm["accuracy"] - one_host["accuracy"]) < 0.02, (on_slurm, one_host)
+
+
+def test_the_images_python_maps_the_ranks_for_ddp_with_env_init(cluster, work, podman_image) -> None:
+    probe = ("import os, torch, torch.distributed as dist; dist.init_process_group('gloo'); "
+             "t = torch.ones(1); dist.all_reduce(t); "
+             "print(os.environ['RANK'], os.environ['LOCAL_WORLD_SIZE'], os.environ['MASTER_ADDR'], int(t.item()))")
+    result = srun_in_podman(cluster, work, podman_image, ["python", "-c", probe], mpi="none")
+    assert result.returncode == 0, result.stderr[-3000:]
+    lines = sorted(result.stdout.split("\n")[:-1])
+    assert [line.split()[0] for line in lines] == ["0", "1", "2", "3"]
+    assert {tuple(line.split()[1:]) for line in lines} == {("2", "n1", "4")}
+
+
+def test_a_container_without_the_pmix_folder_ends_in_one_line(cluster, work, podman_image) -> None:
+    result = srun_in_podman(cluster, work, podman_image, ["python", f"{EXAMPLES}/horovod_torch_mnist.py"],
+                            pmix_mounted=False, timeout=120)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("trainstack:")]
+    assert lines and all("is not in this container: MPI_Init would fail" in line for line in lines), result.stderr
+    assert "Traceback" not in result.stderr
