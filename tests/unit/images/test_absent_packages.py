@@ -66,9 +66,9 @@ def test_a_flavor_with_nothing_absent_copies_the_other_hooks_only(tmp_path):
     context = write_build_context(load_matrix().flavor("gpu"), SourceOptions(), tmp_path / "gpu")
     assert sorted(path.name for path in site_packages(context, "gpu").iterdir()) == [
         "trainstack-compile-cache.pth", "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth",
-        "trainstack-line-buffered.pth", "trainstack-mlflow-tracking.pth", "trainstack_compile_cache.py",
-        "trainstack_framework_ranks.py", "trainstack_gloo_exit.py", "trainstack_line_buffered.py",
-        "trainstack_mlflow_tracking.py"]
+        "trainstack-line-buffered.pth", "trainstack-mlflow-tracking.pth", "trainstack-slurm-ranks.pth",
+        "trainstack_compile_cache.py", "trainstack_framework_ranks.py", "trainstack_gloo_exit.py",
+        "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py", "trainstack_slurm_ranks.py"]
 
 
 def test_importing_deepspeed_in_gpu_cu13_says_why(tmp_path):
