@@ -19,14 +19,13 @@ import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, LoopbackSlurm  # noqa: E402
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, loopback_slurm  # noqa: E402
 
 TARGET_RATIO = 1.05
 WORK_SECONDS = 3.0
@@ -54,12 +53,10 @@ done
 
 
 def measure(pairs: int) -> dict:
-    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-bench-", dir="/var/tmp"))
-    cluster = LoopbackSlurm(root / "cluster")
     started = time.monotonic()
-    cluster.start()
-    start_seconds = time.monotonic() - started
-    try:
+    with loopback_slurm() as cluster:
+        start_seconds = time.monotonic() - started
+        root = cluster.root.parent
         job = root / "job.py"
         job.write_text(JOB)
         env = {**cluster.env(), **CROSS_NODE_MPI_ENV, "PAIRS": str(pairs), "PYTHON": sys.executable, "JOB": str(job),
@@ -72,9 +69,6 @@ def measure(pairs: int) -> dict:
         for line in result.stdout.splitlines():
             kind, start, end = line.split()
             times[kind].append(float(end) - float(start))
-    finally:
-        cluster.stop()
-        shutil.rmtree(root, ignore_errors=True)
     ratios = [t / r for r, t in zip(times["raw"], times["trainrun"])]
     return {"cluster_start_seconds": round(start_seconds, 2), "pairs": pairs, "work_seconds": WORK_SECONDS,
             "raw_srun_seconds": [round(s, 3) for s in times["raw"]],

@@ -10,7 +10,6 @@ and a container without srun's PMIx folder ends every task in one line.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
@@ -19,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
 pytestmark = [
     pytest.mark.timeout(900),
@@ -54,14 +53,8 @@ def podman_image(image) -> str:
 
 @pytest.fixture(scope="module")
 def cluster():
-    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-", dir="/var/tmp"))
-    slurm = LoopbackSlurm(root / "cluster")
-    slurm.start()
-    try:
+    with loopback_slurm() as slurm:
         yield slurm
-    finally:
-        slurm.stop()
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -37,16 +37,9 @@ MPI_HELLO = "from mpi4py import MPI; print(MPI.COMM_WORLD.Get_rank(), MPI.COMM_W
 
 @pytest.fixture(scope="module")
 def cluster():
-    # Outside /tmp, which each node replaces with its own (as a real cluster's node-local /tmp).
-    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-", dir="/var/tmp"))
-    slurm = LoopbackSlurm(root / "cluster")
-    slurm.start()
-    try:
+    with loopback_slurm() as slurm:
         yield slurm
-    finally:
-        slurm.stop()
-        shutil.rmtree(root, ignore_errors=True)
-    assert not list(root.parent.glob(f"{root.name}/**/spmix_appdir_*"))
+    assert not slurm.root.parent.exists()
 
 
 @pytest.fixture

@@ -14,12 +14,15 @@ stopped by its pid, and the /etc/hosts lines naming the nodes are removed again.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -172,6 +175,21 @@ class LoopbackSlurm:
         self.processes.append(subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                                start_new_session=True))
         log.close()
+
+
+@contextlib.contextmanager
+def loopback_slurm() -> Iterator[LoopbackSlurm]:
+    """A cluster started in a new folder under /var/tmp (outside /tmp, which each node replaces with its own, as a
+    real cluster's node-local /tmp): stopped and its folder removed at the end. Jobs' files go in cluster.root.parent,
+    which every node sees."""
+    root = Path(tempfile.mkdtemp(prefix="trainstack-slurm-", dir="/var/tmp"))
+    cluster = LoopbackSlurm(root / "cluster")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def free_ports(count: int) -> list[int]:
