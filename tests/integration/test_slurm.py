@@ -196,6 +196,13 @@ def test_an_exported_squashfs_runs_on_every_task_under_charliecloud(cluster, wor
     assert all(line.split()[1].startswith("12.") for line in result.stdout.splitlines())
 
 
+def test_the_selftest_passes_inside_an_allocation(cluster, work) -> None:
+    result = run(["salloc", "-N2", "-n4", "trainrun", "selftest", "--sizes", "8B:1KiB"], job_env(cluster, work), work,
+                 timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "selftest passed" in result.stdout
+
+
 def test_the_doctor_names_the_mpi_plugins_srun_offers(cluster, work) -> None:
     result = run(["salloc", "-N1", "-n1", "trainrun", "doctor", "--json"], job_env(cluster, work), work)
     checks = {check["name"]: check for check in json.loads(result.stdout)["checks"]}
