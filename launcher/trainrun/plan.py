@@ -5,12 +5,11 @@ from __future__ import annotations
 import json
 import shlex
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from .rank.env import VERBOSE
 
 if TYPE_CHECKING:
-    from .backends.spark import BarrierStage
     from .machine import Machine
     from .remote import RemoteHosts
 
@@ -39,6 +38,22 @@ class RunOptions:
 OutputTags = Literal["none", "lines", "pieces"]
 
 
+class Stage(Protocol):
+    """What a plan runs in this process instead of starting one: the Spark backend's BarrierStage, a barrier stage
+    in the caller's SparkSession (trainrun.run(spark=session)). The plan and the runner know a stage only by this,
+    so that no module at or below the plan names a backend."""
+
+    def run(self, run: RunOptions) -> None:
+        """Runs the stage here, applying `run` itself (the exit barrier, the timeout); raises JobFailed as
+        trainrun's runner does."""
+
+    def to_dict(self) -> dict:
+        """The stage as the plan's JSON shows it (`--dry-run --json`)."""
+
+    def to_text(self) -> str:
+        """The stage in one line, as the plan's text shows it."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Plan:
     """What one launch does, filled in by the backend's planner, which knows every fact of it: nothing here is
@@ -63,7 +78,10 @@ class Plan:
     remote: "RemoteHosts | None" = None
     # trainrun.run(spark=session): no process starts; this barrier stage runs in the caller's SparkSession, in this
     # process (it applies `run` itself).
-    stage: "BarrierStage | None" = None
+    stage: "Stage | None" = None
+    # A folder every node sees, for the ranks' status records (trainrun.rank.status), where ranks run on nodes whose
+    # /tmp is their own (a Slurm job's); None: this host's temporary folder.
+    status_parent: str | None = None
 
     def ranks_start_here(self) -> bool:
         """Whether every rank starts on this host, from its files: none on other hosts over ssh or on Spark
@@ -89,6 +107,8 @@ class Plan:
             plan["notes"] = list(self.notes)
         if self.remote is not None:
             plan["remote"] = self.remote.to_dict()
+        if self.status_parent is not None:
+            plan["status_parent"] = self.status_parent
         return plan
 
     def to_json(self) -> str:
@@ -117,6 +137,8 @@ class Plan:
             lines.append(f"remote hosts: {hosts} (checked within {self.remote.check_seconds:g} s before the "
                          "launch, swept after a failure or a stop)")
             lines.append(f"ssh: {shlex.join(self.remote.ssh)} HOST COMMAND")
+        if self.status_parent is not None:
+            lines.append(f"rank status records under: {self.status_parent}")
         lines += [f"note: {note}" for note in self.notes]
         return "\n".join(lines) + "\n"
 

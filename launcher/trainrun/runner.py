@@ -96,7 +96,9 @@ def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
     output = RelayedOutput(timestamps, tagged, quiet=tagged and not plan.run.verbose) \
         if relay_needed(timestamps) or tagged else None
     job_id = uuid.uuid4().hex
-    status_dir = tempfile.mkdtemp(prefix="trainrun-")
+    if plan.status_parent is not None:
+        os.makedirs(plan.status_parent, exist_ok=True)
+    status_dir = tempfile.mkdtemp(prefix="trainrun-", dir=plan.status_parent)
     watchdog = Watchdog(job_id, [status_dir, *owned_dirs])  # before anything of the job starts
     ended = False
     try:

@@ -210,6 +210,18 @@ def test_the_doctor_names_the_mpi_plugins_srun_offers(cluster, work) -> None:
     assert checks["srun-mpi"]["status"] == "ok" and "pmix" in checks["srun-mpi"]["detail"]
 
 
+def test_a_failed_rank_on_another_node_is_named_and_ends_the_step(cluster, work) -> None:
+    """--kill-on-bad-exit=1 ends the other ranks at once; the status records, in the home folder every node sees,
+    name the rank whose node has a /tmp of its own."""
+    program = ("import os, sys, time; rank = int(os.environ['RANK']); time.sleep(0.5); "
+               "sys.exit(3) if rank == 3 else time.sleep(120)")
+    result = run(["salloc", "-N2", "-n4", "trainrun", "mpi", "-np", "4", sys.executable, "-c", program],
+                 job_env(cluster, work), work)
+    assert result.returncode == 3, result.stderr
+    assert "trainrun: rank 3 exited with code 3" in result.stderr
+    assert result.seconds < 30  # type: ignore[attr-defined]
+
+
 def one_line_failure(result: subprocess.CompletedProcess, text: str) -> None:
     lines = [line for line in result.stderr.splitlines() if line.startswith(("trainstack:", "trainrun:"))]
     assert result.returncode != 0

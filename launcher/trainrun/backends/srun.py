@@ -8,6 +8,7 @@ waiting in a collective (Lightning's guide asks for it), and --label for each li
 """
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 from ..errors import UsageError
@@ -40,6 +41,12 @@ def srun_head(ntasks: int, nodes: int | None, ntasks_per_node: int | None, label
 def allocation_note(allocation: Allocation, how: str) -> str:
     nodes = ", ".join(f"{node} ({tasks})" for node, tasks in zip(allocation.nodes, allocation.tasks_per_node))
     return f"inside Slurm job {allocation.job_id}, nodes (tasks): {nodes}: {how}"
+
+
+def status_parent(machine: Machine) -> str:
+    """Where the ranks' status records go: the home folder, which a cluster's nodes share (their /tmp is their
+    own), so that trainrun names the rank that failed on any node."""
+    return os.path.join(machine.environ.get("HOME", os.path.expanduser("~")), ".cache", "trainrun")
 
 
 def check_fits(job_nodes: int | None, ntasks: int, ntasks_per_node: int | None, allocation: Allocation,
@@ -89,7 +96,8 @@ class SrunMpiPlanner:
                 *job.launcher_args, *rank_argv(job.program, machine.python)]
         note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}")
         return Plan(backend="mpi (srun)", argv=argv, env=env, ranks=ntasks, local_ranks=local, launcher="srun",
-                    output_tags="lines" if label else "none", notes=(note,), run=job.run)
+                    output_tags="lines" if label else "none", notes=(note,), run=job.run,
+                    status_parent=status_parent(machine))
 
 
 class SrunTorchPlanner:
@@ -119,7 +127,7 @@ class SrunTorchPlanner:
                                            f"c10d at {endpoint}")
         return Plan(backend="torch (srun)", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)},
                     ranks=ranks, local_ranks=nproc, launcher="srun", output_tags="lines" if tagged else "none",
-                    notes=(*deepspeed_notes(job, ranks), note), run=job.run)
+                    notes=(*deepspeed_notes(job, ranks), note), run=job.run, status_parent=status_parent(machine))
 
 
 def starts_through_srun(job: MpiJob | TorchJob, machine: Machine) -> bool:
