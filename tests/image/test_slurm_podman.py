@@ -5,7 +5,7 @@ is loaded into Podman from `docker save`, once.
 
 The unchanged Horovod example trains on 2 nodes x 2 ranks (srun --mpi=pmix, each task one rank) to the accuracy
 `trainrun mpi -np 4` gives on one host; the Python of the image maps the ranks' variables (a DDP probe with env://);
-and a container without srun's PMIx folder ends every task in one line.
+and a container without srun's PMIx folder, or of another user than the task's, ends every task in one line.
 """
 from __future__ import annotations
 
@@ -29,10 +29,14 @@ pytestmark = [
 EXAMPLES = "/opt/trainstack/examples"
 # What every task's podman gets: srun's variables and the cross-node transport, the PMIx folder (unless told not
 # to), the shared folder, and the limits these VMs allow without CAP_SYS_RESOURCE.
-PODMAN = ('exec podman run --rm --network=host --ipc=host --pid=host --ulimit nofile=4096:4096 '
-          '--ulimit nproc=4096:4096 --env "SLURM_*" --env "PMIX_*" --env "OMPI_MCA_*" {pmix} '
-          '--volume "$WORK:$WORK" --workdir "$WORK" "$IMAGE" "$@"')
+# The container runs as the task's user, as Enroot and Apptainer run it (here root, whom the cluster runs jobs as:
+# rootless Podman's --userns=keep-id does the same for a user), whose PMIx folder it can use; TINI_SUBREAPER since
+# with the host's PID namespace the image's tini is not PID 1.
+PODMAN = ('exec podman run --rm --network=host --ipc=host --pid=host {user} --no-healthcheck '
+          '--ulimit nofile=4096:4096 --ulimit nproc=4096:4096 --env TINI_SUBREAPER=1 --env "SLURM_*" --env "PMIX_*" '
+          '--env "OMPI_MCA_*" {pmix} --volume "$WORK:$WORK" --workdir "$WORK" "$IMAGE" "$@"')
 PMIX_MOUNT = '--volume "$PMIX_SERVER_TMPDIR:$PMIX_SERVER_TMPDIR"'
+TASK_USER = '--user "$(id -u):$(id -g)"'
 
 
 @pytest.fixture(scope="module")
@@ -59,15 +63,14 @@ def cluster():
 
 @pytest.fixture
 def work(cluster) -> Path:
-    folder = Path(tempfile.mkdtemp(dir=cluster.root.parent))
-    folder.chmod(0o777)  # the image's user writes here
-    return folder
+    return Path(tempfile.mkdtemp(dir=cluster.root.parent))
 
 
 def srun_in_podman(cluster: LoopbackSlurm, work: Path, image: str, command: list[str], mpi: str = "pmix",
-                   pmix_mounted: bool = True, timeout: float = 600) -> subprocess.CompletedProcess:
+                   pmix_mounted: bool = True, as_task_user: bool = True,
+                   timeout: float = 600) -> subprocess.CompletedProcess:
     env = {**cluster.env(), **CROSS_NODE_MPI_ENV, "WORK": str(work), "IMAGE": image}
-    script = PODMAN.format(pmix=PMIX_MOUNT if pmix_mounted else "")
+    script = PODMAN.format(pmix=PMIX_MOUNT if pmix_mounted else "", user=TASK_USER if as_task_user else "")
     started = time.monotonic()
     result = subprocess.run(["srun", f"--mpi={mpi}", "-N2", "-n4", "--kill-on-bad-exit=1", "sh", "-c", script,
                              "podman", *command], env=env, cwd=work, capture_output=True, text=True, timeout=timeout)
@@ -110,3 +113,13 @@ def test_a_container_without_the_pmix_folder_ends_in_one_line(cluster, work, pod
     lines = [line for line in result.stderr.splitlines() if line.startswith("trainstack:")]
     assert lines and all("is not in this container: MPI_Init would fail" in line for line in lines), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_container_of_another_user_than_the_tasks_ends_in_one_line(cluster, work, podman_image) -> None:
+    """The image's own user (uid 1000) cannot use the PMIx folder of a job that runs as root."""
+    probe = "from mpi4py import MPI"
+    result = srun_in_podman(cluster, work, podman_image, ["python", "-c", probe], as_task_user=False, timeout=120)
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.startswith("trainstack:")]
+    assert lines and all("belongs to uid 0, and this process runs as uid 1000" in line for line in lines), \
+        result.stderr

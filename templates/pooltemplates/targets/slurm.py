@@ -146,7 +146,9 @@ def _runtime_words(runtime: str, image: str) -> list[str]:
     if runtime == "apptainer":
         container = ["apptainer", "exec", "--nv", "--bind", PMIX_MOUNT, "--bind", WORK_MOUNT, f"docker://{image}"]
     else:
+        # Rootless, as the job's user (keep-id), who can use srun's PMIx folder; with the host's PID namespace the
+        # image's tini is not PID 1 (TINI_SUBREAPER), and Podman's healthchecks need systemd.
         container = ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--userns=keep-id",
-                     "--env", '"SLURM_*"', "--env", '"PMIX_*"', "--volume", PMIX_MOUNT, "--volume", WORK_MOUNT,
-                     "--workdir", '"$PWD"', image]
+                     "--no-healthcheck", "--env", "TINI_SUBREAPER=1", "--env", '"SLURM_*"', "--env", '"PMIX_*"',
+                     "--volume", PMIX_MOUNT, "--volume", WORK_MOUNT, "--workdir", '"$PWD"', image]
     return ["sh", "-c", "exec " + " ".join(_shell_words(container)) + ' "$@"', runtime]
