@@ -3,7 +3,8 @@
 images/scripts/write_sbom.py writes it inside the image at build time, at identity.SBOM_PATH beside the
 manifest: a CycloneDX 1.5 document whose components are the venv's distributions (pkg:pypi purls; the
 project's own trainrun and pooltemplates carry no purl) and the installed Debian packages (pkg:deb purls with
-the source package as the property `debian:source`). It lives in the image, so every tag of the image, local or
+the source package as the property `debian:source`), each with its licences or, in the property
+`trainstack:license-unknown`, why they could not be read. It lives in the image, so every tag of the image, local or
 pushed, carries it; `invoke push` also pushes it beside the image as an artifact referring to it
 (trainstack.image.artifacts), read from the registry without pulling the image.
 """
@@ -25,6 +26,8 @@ from trainstack.image.matrix import Flavor
 SPEC_VERSION = "1.5"
 # bom-refs of the project's own distributions, which no package index knows.
 LOCAL_REF_PREFIX = "trainstack:"
+# The property of a component whose licence write_sbom.py could not read: its value says why.
+LICENSE_UNKNOWN = "trainstack:license-unknown"
 
 
 def read_image_sbom(client: docker.DockerClient, image: str) -> dict[str, Any]:
@@ -100,7 +103,32 @@ def sbom_problems(flavor: Flavor, sbom_text: str | None, installed: dict[str, st
     for package in [*RUNTIME_APT_PACKAGES, flavor.field("java", "apt_package")]:
         if package and package not in debian:
             problems.append(f"the SBOM lists no Debian package {package}, which the Dockerfile installs")
+    return problems + license_problems(sbom)
+
+
+def license_problems(sbom: dict[str, Any]) -> list[str]:
+    """The components that give neither a licence (an SPDX expression, or licences each with an id or a name) nor,
+    in the property trainstack:license-unknown, why it could not be read."""
+    problems = []
+    for component in sbom["components"]:
+        licenses = component.get("licenses") or []
+        named = [choice for choice in licenses
+                 if isinstance(choice, dict) and (choice.get("expression") or (
+                     isinstance(choice.get("license"), dict)
+                     and (choice["license"].get("id") or choice["license"].get("name"))))]
+        unknown = license_unknown(component)
+        ref = component.get("bom-ref", component.get("name"))
+        if licenses and len(named) != len(licenses):
+            problems.append(f"the SBOM's component {ref} has a licence without an SPDX id, name or expression")
+        elif not named and not unknown:
+            problems.append(f"the SBOM's component {ref} gives no licence and no reason ({LICENSE_UNKNOWN})")
     return problems
+
+
+def license_unknown(component: dict[str, Any]) -> str:
+    """Why the component's licence could not be read (its trainstack:license-unknown property), or ''."""
+    return next((str(item.get("value") or "") for item in component.get("properties", [])
+                 if item.get("name") == LICENSE_UNKNOWN), "")
 
 
 def normalize(name: str) -> str:

@@ -1,8 +1,10 @@
 """cosign's formats as trainstack.image.signing reads and writes them, held to what cosign itself made:
 - golden/cosign-generated.key: a key `cosign generate-key-pair` wrote with an empty passphrase (scrypt N=65536),
-  from conforma/cli's tests (internal/validate/vsa);
-- COSIGN_*: an attached signature `cosign sign --key ... --tlog-upload=false` (cosign 3.0.4) made, and its public
-  key, from tobby-fetch's sigverify tests, cross-checked there with `cosign verify --key`;
+  sigstore-rs's tests/data/keys/cosign_generated_encrypted_empty_private.key (github.com/sigstore/sigstore-rs at
+  038e36aefac21dd4ae608cda33736a494250fd1f; Apache-2.0, Copyright The Sigstore Authors);
+- COSIGN_*: the ECDSA P-256 signature of cosign's simple-signing payload for registry-testing.svc.lan/busybox and its
+  public key, which sigstore-rs's tests verify as a cosign signature layer's (src/crypto/verification_key.rs,
+  src/cosign/signature_layers.rs, at the same commit; Apache-2.0, Copyright The Sigstore Authors);
 - golden/cosign-golden.key: a key tests/support/signing_keys.py sealed with a fixed salt and nonce.
 """
 import base64
@@ -32,16 +34,16 @@ GOLDEN = Path(__file__).parent / "golden"
 GOLDEN_SCALAR = 0x7472616E6E737461636B2D676F6C64656E
 GOLDEN_PASSPHRASE = "golden-passphrase"
 COSIGN_PUBLIC_KEY = b"""-----BEGIN PUBLIC KEY-----
-MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAEA9oFvTJJuu0cszKBsiuqfFYN3NLV
-meleaASYW5l+nqDxoUg4f8177owlgVD89pZQ9jUxP8dbibmDJpvcjBo9RQ==
+MFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAENptdY/l3nB0yqkXLBWkZWQwo6+cu
+OSWS1X9vPavpiQOoTTGC0xX57OojUadxF1cdQmrsiReWg2Wn4FneJfa8xw==
 -----END PUBLIC KEY-----
 """
-COSIGN_REPOSITORY = "localhost:15381/tobby/fixture"
-COSIGN_DIGEST = "sha256:f20c43161d73848408ef247f0ec7111b19fe58ffebc0cbcaa0d2c8bda4967268"
-COSIGN_PAYLOAD = (b'{"critical":{"identity":{"docker-reference":"localhost:15381/tobby/fixture"},"image":{'
-                  b'"docker-manifest-digest":"sha256:f20c43161d73848408ef247f0ec7111b19fe58ffebc0cbcaa0d2c8bda4967268"},'
+COSIGN_REPOSITORY = "registry-testing.svc.lan/busybox"
+COSIGN_DIGEST = "sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b"
+COSIGN_PAYLOAD = (b'{"critical":{"identity":{"docker-reference":"registry-testing.svc.lan/busybox"},"image":{'
+                  b'"docker-manifest-digest":"sha256:f3cfc9d0dbf931d3db4685ec659b7ac68e2a578219da4aae65427886e649b06b"},'
                   b'"type":"cosign container image signature"},"optional":null}')
-COSIGN_SIGNATURE = "MEUCIEB+pz4s+9yxG+Om/bukeAfwloKFEISUhxLvIYlP02P8AiEAz1oNkilC+cprxcrEHqN0vxM+zvP34ikHFzi8e7Sevls="
+COSIGN_SIGNATURE = "MEUCIQD6q/COgzOyW0YH1Dk+CCYSt4uAhm3FDHUwvPI55zwnlwIgE0ZK58ZOWpZw8YVmBapJhBqCfdPekIknimuO0xH8Jh8="
 
 
 def test_the_payload_is_cosigns_byte_for_byte():
@@ -54,7 +56,7 @@ def test_cosigns_signature_verifies_and_another_key_or_payload_does_not(tmp_path
     public.write_bytes(COSIGN_PUBLIC_KEY)
     layer = {"mediaType": PAYLOAD_MEDIA_TYPE, "annotations": {SIGNATURE_ANNOTATION: COSIGN_SIGNATURE}}
     assert _verifies(load_public_key("--key", str(public)), COSIGN_PAYLOAD, layer)
-    assert not _verifies(load_public_key("--key", str(public)), COSIGN_PAYLOAD.replace(b"f20c", b"f20d"), layer)
+    assert not _verifies(load_public_key("--key", str(public)), COSIGN_PAYLOAD.replace(b"f3cf", b"f3ce"), layer)
     other = ec.generate_private_key(ec.SECP256R1()).public_key()
     assert not _verifies(other, COSIGN_PAYLOAD, layer)
 
