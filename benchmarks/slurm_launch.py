@@ -7,7 +7,7 @@ Both run inside one `salloc -N2 -n4`, so the allocation's own cost is outside th
 MPI_Init over PMIx, one allreduce, then WORK_SECONDS of work. The target: trainrun / raw <= 1.05 (median of the
 pairs). Run as root (the cluster's daemons), on a machine with Debian's slurmctld, slurmd, munge and libpmix-dev:
 
-    python benchmarks/slurm_launch.py [--pairs N] [--out benchmarks/results/slurm_launch.json]
+    python benchmarks/slurm_launch.py [--pairs N] [--out FILE | --update-results]   # about 10 s a pair
 """
 from __future__ import annotations
 
@@ -22,11 +22,14 @@ import sys
 import time
 from pathlib import Path
 
+import results_file
+
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, loopback_slurm  # noqa: E402
 
+RESULTS = "slurm_launch.json"
 TARGET_RATIO = 1.05
 WORK_SECONDS = 3.0
 JOB = f"""import time
@@ -82,14 +85,15 @@ def measure(pairs: int) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "slurm_launch.json")
+    results_file.add_options(parser, RESULTS)
     args = parser.parse_args()
+    out = results_file.chosen(args, RESULTS)
     results = measure(args.pairs)
     results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
                           "slurm": subprocess.run(["srun", "--version"], capture_output=True, text=True).stdout.strip()}
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"raw srun --mpi=pmix {results['raw_median']} s, trainrun mpi {results['trainrun_median']} s: "
-          f"ratio {results['ratio_median']} (target <= {TARGET_RATIO}: {'met' if results['met'] else 'NOT met'})")
+          f"ratio {results['ratio_median']} (target <= {TARGET_RATIO}: {'met' if results['met'] else 'NOT met'}); {out}")
 
 
 if __name__ == "__main__":
