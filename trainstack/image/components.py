@@ -127,13 +127,20 @@ def _horovod(flavor: Flavor, cuda: cuda_build.CudaBuild | None) -> BuildComponen
 # library as linked, whose symbol and debug sections differ between two builds of the torch extensions; stripping
 # removes those sections but not the ID, which left it the only bytes that differed.
 NO_BUILD_ID = {"LDFLAGS": "-Wl,--build-id=none"}
+# CMake 4 (what `pip install cmake` gives) refuses a cmake_minimum_required below 3.5, and Horovod 0.28.1's bundled
+# Gloo asks for 2.8.12 ("Compatibility with CMake < 3.5 has been removed from CMake"). CMake 4 reads this variable
+# from the environment and raises such minimums to 3.5; CMake 3.x, bookworm's 3.25 in the builder, ignores it, so
+# the image builds as before. Patching Gloo's minimum instead would change its policies under CMake 3.25 too.
+CMAKE_4_POLICY_MINIMUM = {"CMAKE_POLICY_VERSION_MINIMUM": "3.5"}
 
 
 def horovod_build_env(flavor: Flavor) -> dict[str, str]:
-    """HOROVOD_* variables that make every wanted extension a hard requirement of the build, and NO_BUILD_ID."""
+    """HOROVOD_* variables that make every wanted extension a hard requirement of the build, NO_BUILD_ID, and what
+    lets CMake 4 configure the bundled Gloo."""
     frameworks = flavor.field("horovod", "frameworks") or []
     controllers = flavor.field("horovod", "controllers") or []
-    env = {**NO_BUILD_ID, **{f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}}
+    env = {**NO_BUILD_ID, **CMAKE_4_POLICY_MINIMUM,
+           **{f"HOROVOD_WITH_{name.upper()}": "1" for name in [*frameworks, *controllers]}}
     for name in ("pytorch", "tensorflow", "mxnet"):
         if name not in frameworks:
             env[f"HOROVOD_WITHOUT_{name.upper()}"] = "1"

@@ -213,7 +213,8 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
                "pyspark-4.3.0-reap-stopped-wrapper.patch", "pyspark-4.3.0-script-exit-status.patch",
                "pyspark-4.3.0-streamed-line-once.patch", "pyspark-4.3.0-unbuffered-ranks.patch"]
     assert sorted(path.name for path in (gpu / "patches").iterdir()) == [
-        "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-estimator-predictions.patch",
+        "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-current-toolchains.patch",
+        "horovod-0.28.1-estimator-predictions.patch",
         "horovod-0.28.1-script-without-main-guard.patch", "horovod-0.28.1-shared-cuda-runtime.patch",
         "horovod-0.28.1-spark-current-pyarrow.patch", *pyspark,
     ]
@@ -221,8 +222,8 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
     cpu = write_build_context(matrix.flavor("cpu"), SourceOptions(), tmp_path / "cpu")
     assert sorted(path.name for path in (cpu / "patches").iterdir()) == [
         "deepspeed-0.19.8-numa-count-once.patch", "deepspeed-0.19.8-portable-cpu-ops.patch",
-        "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-estimator-predictions.patch",
-        "horovod-0.28.1-keras-sparse-labels.patch",
+        "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-current-toolchains.patch",
+        "horovod-0.28.1-estimator-predictions.patch", "horovod-0.28.1-keras-sparse-labels.patch",
         "horovod-0.28.1-keras3.patch",
         "horovod-0.28.1-script-without-main-guard.patch", "horovod-0.28.1-spark-current-pyarrow.patch",
         "horovod-0.28.1-spark-keras-estimator.patch", "pyspark-4.3.0-deepspeed-config-check.patch", *pyspark,
