@@ -4,7 +4,13 @@ tuned's allreduce algorithm), Open MPI's own MPI_Allreduce (mpi4py) as its floor
 and its Gloo CPU operations.
 
     python benchmarks/allreduce_cpu.py [--image trainstack:cpu] [--rounds 3] [--sizes 1MiB:256MiB]
-                                       [--out benchmarks/results/allreduce_cpu.json]
+                                       [--out FILE | --update-results]
+
+It runs for a long while: about 10 minutes on 2 cores with the defaults (the committed results record their own
+`seconds`); `--rounds 1 --sizes 1MiB:16MiB` takes a few. The results go to --out, by default a scratch file
+(benchmarks/results_file.py: under the system's temporary folder, printed at the end); --update-results writes the
+committed benchmarks/results/allreduce_cpu.json, which the launcher guide's tables are generated from (`invoke
+docs`).
 
 Every job runs `python -m trainrun.selftest.worker allreduce SUITE cpu SIZES` (the selftest's own sweep, each sum
 checked) under its launcher, with the launcher tree of this checkout (mounted over the image's). Two containers:
@@ -31,8 +37,8 @@ import sys
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 
+import results_file
 from in_image import ROOT, result_from_image
 
 from trainstack.image import openmpi_defaults
@@ -201,10 +207,11 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--sizes", default="1MiB:256MiB", help="as trainrun selftest --sizes")
     parser.add_argument("--timeout", type=float, default=300, help="seconds for any one job")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    results_file.add_options(parser, RESULTS.name)
     parser.add_argument("--in-container", metavar="ENVIRONMENT", choices=list(CONFIGS), help=argparse.SUPPRESS)
     parser.add_argument("--turn", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.out = results_file.chosen(args, RESULTS.name)
     if args.in_container:
         args.out.write_text(json.dumps(round_in_container(args.in_container, args.sizes, args.turn, args.timeout)))
         return 0
@@ -235,7 +242,7 @@ def main() -> int:
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, kernel {platform.release()}",
         "load_average_1m": {"start": load_at_start, "end": round(os.getloadavg()[0], 2)},
         "command": ["python", "benchmarks/allreduce_cpu.py", "--image", args.image, "--rounds", str(args.rounds),
-                    "--sizes", args.sizes],
+                    "--sizes", args.sizes, *(["--update-results"] if args.update_results else [])],
         "rounds": args.rounds,
         "environments": {name: {"docker_run_options": options} for name, options in DOCKER_RUN_OPTIONS.items()},
         "results": table,

@@ -17,7 +17,7 @@ job's end (trainrun's exit; for trainrun-sigkilled, until no process of the job 
 job still running once it ended (found by TRAINRUN_JOB_ID and by the harness's own tag, zombies excluded).
 Target: every row ends within 30 s of the fault (of the exit barrier's end for the hang) with 0 processes left.
 
-    python benchmarks/faults.py [--backends torch mpi spark gloo] [--scenarios ...] [--out benchmarks/results/faults.json]
+    python benchmarks/faults.py [--backends torch mpi spark gloo] [--scenarios ...] [--out FILE | --update-results]
     python benchmarks/faults.py --image trainstack:cpu --backends gloo    # the same, inside a built image
     python benchmarks/faults.py --pool trainstack:cpu                     # worker-killed on a local pool
 
@@ -51,6 +51,7 @@ sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from fault_harness import BACKEND_SCENARIOS, BARRIER_SECONDS, FAULTS, run_fault  # noqa: E402
 from in_image import result_from_image  # noqa: E402
+import results_file  # noqa: E402
 
 TARGET_SECONDS = 30.0
 BACKENDS = ("torch", "mpi", "gloo", "spark", "deepspeed")
@@ -158,8 +159,9 @@ def main() -> int:
     parser.add_argument("--note", dest="notes", action="append", default=[])
     parser.add_argument("--image", help="run the scenarios inside this built image instead of on this host")
     parser.add_argument("--pool", metavar="IMAGE", help="instead: the worker-killed scenario on a local pool of IMAGE")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "faults.json"))
+    results_file.add_options(parser, "faults.json")
     args = parser.parse_args()
+    args.out = results_file.chosen(args, "faults.json")
     measured_at = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     if args.pool:
         results, skipped = {"worker-killed/pool": {"ran_in": f"local pool of {args.pool}", "measured_at": measured_at,

@@ -11,7 +11,7 @@ the hook's cost. --faulthandler runs the ranks with PYTHONFAULTHANDLER=1, as man
 was first caught with it). Each setting is a row of the results file.
 
     python benchmarks/gloo_exit.py [--image trainstack:cpu] [--jobs 100] [--faulthandler]
-                                   [--out benchmarks/results/gloo_exit.json]
+                                   [--out FILE | --update-results]
 """
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ import sys
 import time
 from pathlib import Path
 
+import results_file
 from in_image import result_from_image
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,10 +89,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--image", default="trainstack:cpu")
     parser.add_argument("--jobs", type=int, default=100, help="pairs of jobs (one per arm)")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "gloo_exit.json"))
+    results_file.add_options(parser, "gloo_exit.json")
     parser.add_argument("--faulthandler", action="store_true", help="ranks with PYTHONFAULTHANDLER=1")
     parser.add_argument("--in-container", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.out = results_file.chosen(args, "gloo_exit.json")
     if args.in_container:
         Path(args.out).write_text(json.dumps(arms_in_container(args.jobs, args.faulthandler)))
         return 0

@@ -8,7 +8,7 @@ drifts on a shared machine hit both alike. The raw commands use the same launche
 so the ratio measures trainrun itself: its CLI start, planning, the runner, and the
 rank entry (`sh` under mpirun, `python -m trainrun.rank` under torchrun) in each rank.
 
-    python benchmarks/launch_overhead.py [--pairs N] [--note TEXT ...] [--out benchmarks/results/launch_overhead.json]
+    python benchmarks/launch_overhead.py [--pairs N] [--note TEXT ...] [--out FILE | --update-results]
 """
 from __future__ import annotations
 
@@ -26,6 +26,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Callable
+
+import results_file
 
 TARGET_RATIO = 1.05
 RUN_TIMEOUT = 300
@@ -137,8 +139,9 @@ def main() -> int:
     parser.add_argument("--label", default=platform.node(), help="where this ran, for the results file")
     parser.add_argument("--note", dest="notes", action="append", default=[],
                         help="what the figures mean, for the results file; repeatable")
-    parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "launch_overhead.json"))
+    results_file.add_options(parser, "launch_overhead.json")
     args = parser.parse_args()
+    args.out = results_file.chosen(args, "launch_overhead.json")
     results = {}
     with tempfile.TemporaryDirectory() as workdir:
         for job_name in args.jobs:

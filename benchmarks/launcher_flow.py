@@ -12,7 +12,7 @@ Each flow runs in a fresh interpreter. `--commit REV` measures the launcher of t
 archive) instead of this checkout's; each run is one row of the results file under its label, with the lines of
 cli.py and of runner.run_plan beside the counts.
 
-    python benchmarks/launcher_flow.py [--commit REV] [--label NAME] [--out benchmarks/results/launcher_flow.json]
+    python benchmarks/launcher_flow.py [--commit REV] [--label NAME] [--out FILE | --update-results]
 """
 from __future__ import annotations
 
@@ -28,6 +28,8 @@ import sys
 import tarfile
 import tempfile
 from pathlib import Path
+
+import results_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FLOWS = ("%%trainrun mpi -np 2", "trainrun spark")
@@ -132,10 +134,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--commit", help="measure this commit's launcher instead of the checkout's")
     parser.add_argument("--label", help="the row's name in the results (default: the commit, else 'checkout')")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "launcher_flow.json"))
+    results_file.add_options(parser, "launcher_flow.json")
     parser.add_argument("--count", choices=FLOWS, help=argparse.SUPPRESS)  # one flow, in this interpreter
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    args.out = results_file.chosen(args, "launcher_flow.json")
     if args.count:
         result = count(args.count, args.workdir)
         print(json.dumps(result), file=sys.__stdout__)

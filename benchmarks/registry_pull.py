@@ -5,11 +5,12 @@ beside the image is read back from the registry, as `invoke sbom --image` reads 
 
     python benchmarks/registry_pull.py [--flavor cpu]
 
-Writes benchmarks/results/registry_pull.json: the image (tags, id, size), the push's seconds (and the second push's,
-which uploads nothing), the pull's bytes (the compressed layers its manifest lists, all downloaded since the daemon
-held none) and seconds, and the exit codes of the doctor and the training. Runs as root (a second dockerd, the CA in
-/etc/docker/certs.d); the main daemon's images and build cache stay as they were. The registry is on loopback, so
-the seconds are the machine's (compression, upload, download, extraction), not a network's.
+Writes a scratch file, or with --update-results benchmarks/results/registry_pull.json (benchmarks/results_file.py):
+the image (tags, id, size), the push's seconds (and the second push's, which uploads nothing), the pull's bytes (the
+compressed layers its manifest lists, all downloaded since the daemon held none) and seconds, and the exit codes of
+the doctor and the training. Runs as root (a second dockerd, the CA in /etc/docker/certs.d); the main daemon's
+images and build cache stay as they were. The registry is on loopback, so the seconds are the machine's
+(compression, upload, download, extraction), not a network's.
 """
 from __future__ import annotations
 
@@ -26,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "support"))
 
 from registries import push_and_pull  # noqa: E402
+import results_file  # noqa: E402
 
 from trainstack import docker_client  # noqa: E402
 from trainstack.image.matrix import load_matrix  # noqa: E402
@@ -38,8 +40,9 @@ RESULTS = Path(__file__).parent / "results" / "registry_pull.json"
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--flavor", default="cpu")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    results_file.add_options(parser, "registry_pull.json")
     args = parser.parse_args()
+    args.out = results_file.chosen(args, "registry_pull.json")
     matrix = load_matrix()
     flavor = matrix.flavor(args.flavor).name
     client = docker_client.connect()

@@ -4,10 +4,10 @@ torch.compile step, with every sum checked.
 
     python benchmarks/selftest.py [--image trainstack:cpu] [--sizes 8B:64MiB] [--launcher launcher/]
 
-Writes benchmarks/results/selftest.json: the image (tag, id, flavor), the machine, the command, the selftest's
-own JSON report, and per sweep the busbw at the largest size. --launcher runs the selftest of a launcher
-source tree mounted over the image's (PYTHONPATH), to measure a change before the image is rebuilt with it.
-The container gets --shm-size 1g, as the image tier's.
+Writes a scratch file, or with --update-results benchmarks/results/selftest.json (benchmarks/results_file.py): the
+image (tag, id, flavor), the machine, the command, the selftest's own JSON report, and per sweep the busbw at the
+largest size. --launcher runs the selftest of a launcher source tree mounted over the image's (PYTHONPATH), to
+measure a change before the image is rebuilt with it. The container gets --shm-size 1g, as the image tier's.
 """
 from __future__ import annotations
 
@@ -17,6 +17,8 @@ import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
+
+import results_file
 
 from trainstack import docker_client
 
@@ -30,8 +32,9 @@ def main() -> int:
     parser.add_argument("--image", default="trainstack:cpu")
     parser.add_argument("--sizes", help="--sizes for the selftest (default: its own, 8B:64MiB on CPU)")
     parser.add_argument("--launcher", type=Path, help="a launcher source tree to run instead of the image's")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    results_file.add_options(parser, "selftest.json")
     args = parser.parse_args()
+    args.out = results_file.chosen(args, "selftest.json")
     client = docker_client.connect()
     image = client.images.get(args.image)
     sizes = f"--sizes {args.sizes}" if args.sizes else ""

@@ -29,7 +29,8 @@ LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "h
 def test_workflow_learns_with_every_rank(in_image, workflow, tmp_path):
     tmp_path.chmod(0o777)  # the work folder of the MLflow rows, where the image's user writes the store
     work = {str(tmp_path): {"bind": NOTEBOOK_DIR, "mode": "rw"}} if workflow.experiment else None
-    output = in_image.run(workflow.command, timeout=600, volumes=work)
+    # As the pages run the MLflow rows: started as root with the folder mounted, the image's user becomes its owner.
+    output = in_image.run(workflow.command, timeout=600, volumes=work, user="root" if workflow.experiment else None)
     result = summary(output)
     assert result["ranks"] == 2, output[-3000:]
     assert result["losses"][-1] < result["losses"][0] / 2, result
@@ -58,6 +59,8 @@ def check_the_logged_run(in_image, workflow, result: dict, work: dict) -> None:
     assert logged["runs"] is not None and len(logged["runs"]) == 1, logged
     (run,) = logged["runs"]
     assert run["run_id"] == result["run_id"] and run["status"] == "FINISHED", (run, result)
+    # Its artifacts (autolog's model, checkpoints) beside the store, in the mounted folder.
+    assert run["artifact_uri"].removeprefix("file://").startswith(f"{NOTEBOOK_DIR}/mlartifacts/"), run
     assert run["params"], run
     history = run["metrics"][workflow.loss_metric]
     assert [step for step, _ in history] == sorted(step for step, _ in history), history

@@ -1,5 +1,6 @@
 """The documentation generated from the code: whole pages, and tables between `<!-- NAME:start -->` and
-`<!-- NAME:end -->` markers inside hand-written ones (the README's versions table among them). `invoke docs` writes
+`<!-- NAME:end -->` markers inside hand-written ones (the README's versions table among them), and the commands and
+notebook cells the quickstarts and guides show (trainstack.docsite.shown). `invoke docs` writes
 them; `stale()` names every file whose text differs from what the code gives now, at its first differing line,
 which `invoke docs --check` and a unit test fail on."""
 from __future__ import annotations
@@ -109,9 +110,11 @@ def allreduce_tables(results: Path = REPO_ROOT / ALLREDUCE_RESULTS) -> str:
     from trainstack.image.docs import markdown_table
 
     measured = json.loads(results.read_text(encoding="utf-8"))
+    command = [part for part in measured["command"] if part != "--update-results"]
     parts = [f"Measured {measured['measured_at']} in `{measured['image']['tag']}` ({measured['machine']}, load "
              f"average {measured['load_average_1m']['start']} at the start), the median of {measured['rounds']} "
-             f"rounds: `{' '.join(measured['command'])}`."]
+             f"rounds: `{' '.join(command)}`, which ran for {round(measured['seconds'] / 60)} minutes and writes its "
+             f"results to a scratch file it names (`--update-results` writes these, `{ALLREDUCE_RESULTS}`)."]
     for environment, found in measured["results"].items():
         sizes = list(next(iter(found["rows"].values()))["sizes"])
         rows = [[name, *(f"{cell['busbw_gbps']:.2f} ({cell['ratio_to_gloo']:.2f}x)" if cell["ratio_to_gloo"]
@@ -326,6 +329,10 @@ def expected_texts(repo: Path = REPO_ROOT) -> dict[str, str]:
                 raise ValueError(f"{item.path} is missing; it holds the generated {item.marker} table")
             current = texts.get(item.path) or file.read_text(encoding="utf-8")
             texts[item.path] = _replace_between(current, item.path, item.marker, item.render())
+    from trainstack.docsite import shown
+
+    for path in shown.pages(repo):
+        texts[path] = shown.fill(texts.get(path) or (repo / path).read_text(encoding="utf-8"), path)
     return texts
 
 

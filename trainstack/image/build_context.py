@@ -15,6 +15,7 @@ from trainstack.image.components import BuildComponent, build_components
 from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_MODULE,
     ABSENT_PACKAGES_PTH,
+    EXAMPLES_PTH,
     BUILD_RECORD_PATH,
     IMAGE_ROOT,
     IMAGES_DIR,
@@ -131,11 +132,12 @@ def build_record(flavor: Flavor, rules: list[Rule]) -> dict[str, Any]:
 
 
 def _write_site_packages(flavor: Flavor, out_dir: Path) -> None:
-    """The site hooks with their .pth files, for site-packages: those of every image, and the flavor's absent
-    packages (the module and its data) where it lists any."""
+    """The site hooks with their .pth files, for site-packages: those of every image, the examples folder's .pth, and
+    the flavor's absent packages (the module and its data) where it lists any."""
     out_dir.mkdir(parents=True)
     for name in SITE_HOOK_FILES:
         shutil.copyfile(IMAGES_DIR / "site-packages" / name, out_dir / name)
+    (out_dir / EXAMPLES_PTH).write_text(f"{image_contract.EXAMPLES_DIR}\n")
     if not flavor.absent:
         return
     module = f"{ABSENT_PACKAGES_MODULE}.py"

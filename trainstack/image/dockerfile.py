@@ -60,6 +60,10 @@ ABSENT_PACKAGES_PTH = "trainstack-absent-packages.pth"
 # Gloo lets its workers finish before Python finalizes, so it does not die of SIGABRT at exit; a Lightning Trainer,
 # TrainingArguments or Accelerator whose process count disagrees with the ranks started says so in one line; an MLflow
 # tracking URI that cannot be reached is one line naming it; a task srun started gets the uniform rank environment.
+# A .pth of the examples folder (image_contract.EXAMPLES_DIR): the examples' helpers (digit_net, synthetic_digits, ...)
+# import from any folder, as the quickstarts' cells and a script written with %%writefile do; the folder comes last on
+# sys.path, so a module of the user's own name wins.
+EXAMPLES_PTH = "trainstack-examples.pth"
 SITE_HOOK_FILES = ("trainstack_compile_cache.py", "trainstack-compile-cache.pth",
                    "trainstack_line_buffered.py", "trainstack-line-buffered.pth",
                    "trainstack_gloo_exit.py", "trainstack-gloo-exit.pth",

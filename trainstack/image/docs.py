@@ -10,6 +10,7 @@ from typing import Sequence
 from trainrun.doctor import driver_minimum
 from trainstack.image.matrix import Flavor, Matrix
 from trainstack.image.naming import image_reference
+from trainstack.image.published_images import GHCR_NAMESPACE, PUBLISHED_FLAVORS
 from trainstack.image.workflows import Workflow
 
 COLUMNS = ["python", "torch", "torchvision", "tensorflow", "horovod", "deepspeed", "pyspark", "java", "openmpi", "cuda",
@@ -46,6 +47,12 @@ def _holds(flavor: Flavor) -> str:
     return ", ".join(frameworks)
 
 
+def _image_for_users(matrix: Matrix, flavor: str) -> str:
+    """The name the users' pages give a flavor's image: the published one (what `docker pull` gives), or for a
+    flavor CI does not publish the one `invoke build` tags."""
+    return image_reference(matrix.image_name, flavor, GHCR_NAMESPACE if flavor in PUBLISHED_FLAVORS else None)
+
+
 def gpu_flavor_table(matrix: Matrix) -> str:
     """A Markdown table: per GPU flavor what it holds and why, its CUDA stack, the oldest NVIDIA driver
     that runs it, and the line that starts it."""
@@ -53,7 +60,9 @@ def gpu_flavor_table(matrix: Matrix) -> str:
     for flavor in (f for f in matrix.flavors.values() if f.gpu):
         cuda = flavor.version("cuda")
         stack = f"CUDA {cuda}, cuDNN {flavor.version('cudnn')}, NCCL {flavor.version('nccl')}"
-        run = f"`docker run --rm -it --gpus all --shm-size 8g {image_reference(matrix.image_name, flavor.name)}`"
+        run = f"`docker run --rm -it --gpus all --shm-size 8g {_image_for_users(matrix, flavor.name)}`"
+        if flavor.name not in PUBLISHED_FLAVORS:
+            run += f" (not published: built here by `invoke build --flavor {flavor.name}`)"
         rows.append([flavor.name, _holds(flavor), " ".join(flavor.description.split()), stack,
                      f">= {driver_minimum(cuda)}", run])
     return markdown_table(["flavor", "holds", "why", "stack", "NVIDIA driver", "run"], rows)

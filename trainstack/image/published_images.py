@@ -28,6 +28,8 @@ OIDC_ISSUER = "https://token.actions.githubusercontent.com"
 SIGNER_IDENTITY_REGEXP = (rf"^https://github\.com/{OWNER}/{REPOSITORY}/\.github/workflows/images\.yml"
                           r"@refs/(heads/main|tags/v.+)$")
 DEFAULT_FLAVOR = "cpu"
+# The flavors the workflow publishes (its image jobs run `.ci/publish FLAVOR`); the others are built from a checkout.
+PUBLISHED_FLAVORS = ("cpu", "gpu")
 
 
 def published_reference(tag: str, namespace: str = GHCR_NAMESPACE) -> str:
@@ -67,9 +69,21 @@ def sbom_command(reference: str) -> str:
 
 
 def check_commands(reference: str) -> list[str]:
-    """Reading what an image holds: trainrun's report of the image and the machine, and the image's SBOM."""
-    return [shlex.join(["docker", "run", "--rm", reference, "trainrun", "doctor"]),
+    """Reading what an image holds: trainrun's report of the image and the machine (with the /dev/shm the training
+    commands give, which doctor checks), and the image's SBOM."""
+    return [shlex.join(["docker", "run", "--rm", "--shm-size", "1g", reference, "trainrun", "doctor"]),
             shlex.join(["docker", "run", "--rm", reference, "cat", SBOM_PATH]) + " > sbom.cdx.json"]
+
+
+def digest_command(reference: str) -> str:
+    """The registry digests of a pulled image, one a line: none, rather than a template error, for an image built or
+    loaded here, which has none (`{{index .RepoDigests 0}}` panics on it)."""
+    return shlex.join(["docker", "inspect", "--format", "{{range .RepoDigests}}{{println .}}{{end}}", reference])
+
+
+def local_id_command(reference: str) -> str:
+    """The ID of an image built or loaded here, which pins it on this machine (`docker run ID`)."""
+    return shlex.join(["docker", "image", "inspect", "--format", "{{.Id}}", reference])
 
 
 def readme_commands() -> str:

@@ -17,6 +17,10 @@ from trainstack.console import reports_errors
 from trainstack.errors import bad_value, whole_number
 
 
+# In a folder `invoke render --set` wrote: the overrides it was rendered with.
+RENDERED_WITH = "RENDERED_WITH_OVERRIDES"
+
+
 def _flavor_name(gpu: bool, flavor: str | None) -> str:
     """The flavor --flavor names, else gpu with --gpu, else cpu; both together are refused."""
     if gpu and flavor is not None:
@@ -71,7 +75,16 @@ def render(c, gpu=False, flavor=None, set=None, base_image=None, ca_bundle=None,
 
     _, chosen = _flavor(gpu, flavor, set, base_image)
     out = write_build_context(chosen, _sources(chosen, ca_bundle, wheelhouse, None, None), BUILD_DIR / chosen.name)
-    print(out / "Dockerfile")
+    print(out / "Dockerfile", flush=True)  # before the note on stderr, in this order in a shared log
+    if set:
+        # The folder is the flavor's, which every render and build replaces: it says what it was rendered with.
+        again = "invoke render" + ("" if chosen.name == "cpu" else f" --flavor {chosen.name}")
+        (out / RENDERED_WITH).write_text(
+            f"# {out.name}/ was rendered with these overrides of images/matrix.yaml; `{again}` renders the "
+            "matrix's own again.\n" + "".join(f"--set {setting}\n" for setting in set))
+        print(f"{out.relative_to(Path.cwd()) if out.is_relative_to(Path.cwd()) else out}/ holds the flavor with "
+              f"--set {' --set '.join(set)} (listed in {RENDERED_WITH}); `{again}` renders the matrix's own again",
+              file=sys.stderr)
 
 
 @task(

@@ -33,6 +33,10 @@ def test_each_image_job_publishes_signs_and_mirrors_its_flavor(job):
     assert WORKFLOW["jobs"][job]["permissions"] == {"contents": "read", "packages": "write", "id-token": "write"}
 
 
+def test_the_published_flavors_are_those_the_workflow_publishes():
+    assert set(published.PUBLISHED_FLAVORS) == set(IMAGE_JOBS.values())
+
+
 def test_the_publish_script_pushes_to_the_documented_registry_and_signs_by_digest():
     host, owner = published.GHCR_NAMESPACE.split("/")
     assert "registry=ghcr.io/${GITHUB_REPOSITORY_OWNER,,}" in PUBLISH_SCRIPT and host == "ghcr.io"

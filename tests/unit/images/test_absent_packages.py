@@ -48,7 +48,7 @@ def run_probe(site_dir: Path, *first_on_path: Path) -> dict:
 
 def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_copies(cpu_context):
     files = sorted(path.name for path in site_packages(cpu_context, "cpu").iterdir())
-    assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth",
+    assert files == ["trainstack-absent-packages.pth", "trainstack-compile-cache.pth", "trainstack-examples.pth",
                      "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth", "trainstack-line-buffered.pth",
                      "trainstack-mlflow-tracking.pth", "trainstack-slurm-ranks.pth", "trainstack_absent_packages.json",
                      "trainstack_absent_packages.py", "trainstack_compile_cache.py", "trainstack_framework_ranks.py",
@@ -56,6 +56,8 @@ def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_co
                      "trainstack_slurm_ranks.py"]
     pth = site_packages(cpu_context, "cpu") / "trainstack-absent-packages.pth"
     assert pth.read_text() == "import trainstack_absent_packages\n"
+    # The examples' helpers (digit_net, synthetic_digits) import from any folder, last on sys.path.
+    assert (site_packages(cpu_context, "cpu") / "trainstack-examples.pth").read_text() == "/opt/trainstack/examples\n"
     data = json.loads((site_packages(cpu_context, "cpu") / "trainstack_absent_packages.json").read_text())
     assert data == {"flavor": "cpu", "absent": [dict(entry) for entry in load_matrix().flavor("cpu").absent]}
     dockerfile = (cpu_context / "Dockerfile").read_text()
@@ -65,7 +67,8 @@ def test_the_cpu_context_holds_the_module_its_data_and_the_pth_the_dockerfile_co
 def test_a_flavor_with_nothing_absent_copies_the_other_hooks_only(tmp_path):
     context = write_build_context(load_matrix().flavor("gpu"), SourceOptions(), tmp_path / "gpu")
     assert sorted(path.name for path in site_packages(context, "gpu").iterdir()) == [
-        "trainstack-compile-cache.pth", "trainstack-framework-ranks.pth", "trainstack-gloo-exit.pth",
+        "trainstack-compile-cache.pth", "trainstack-examples.pth", "trainstack-framework-ranks.pth",
+        "trainstack-gloo-exit.pth",
         "trainstack-line-buffered.pth", "trainstack-mlflow-tracking.pth", "trainstack-slurm-ranks.pth",
         "trainstack_compile_cache.py", "trainstack_framework_ranks.py", "trainstack_gloo_exit.py",
         "trainstack_line_buffered.py", "trainstack_mlflow_tracking.py", "trainstack_slurm_ranks.py"]

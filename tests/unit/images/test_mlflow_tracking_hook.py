@@ -117,3 +117,40 @@ def test_a_script_that_does_not_catch_it_prints_the_line_alone_and_exits_1(mlflo
     assert done.returncode == 1 and done.stdout == "", done
     assert done.stderr.startswith(f"error: MLflow tracking URI = '{uri}': cannot be reached: ") \
         and done.stderr.count("\n") == 1, done.stderr
+
+
+# MLflow's SQL store as far as the hook sees it: the class whose artifact root it changes, recording its arguments.
+STORE_STAND_IN = {
+    "mlflow/store/__init__.py": "",
+    "mlflow/store/tracking/__init__.py": "",
+    "mlflow/store/tracking/sqlalchemy_store.py": "class SqlAlchemyStore:\n"
+                                                 "    def __init__(self, db_uri, default_artifact_root):\n"
+                                                 "        self.args = (db_uri, default_artifact_root)\n",
+}
+STORE_PROBE = """
+import json, os, site, sys
+site.addsitedir(sys.argv[1])
+sys.path.insert(0, sys.argv[2])
+os.chdir(sys.argv[3])
+from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore
+print(json.dumps([SqlAlchemyStore(uri, root).args[1] for uri, root in json.loads(sys.argv[4])]))
+"""
+
+
+def test_a_sqlite_store_keeps_its_artifacts_beside_it(tmp_path):
+    for name, text in {**STAND_IN, **STORE_STAND_IN}.items():
+        (tmp_path / "mlflow-stand-in" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "mlflow-stand-in" / name).write_text(text)
+    (tmp_path / "home").mkdir()
+    stores = [("sqlite:////home/trainer/work/mlflow.db", "./mlruns"),  # the image's store, run from the home
+              ("sqlite:////home/trainer/work/mlflow.db?timeout=30", "./mlruns"),
+              (f"sqlite:///{tmp_path}/home/mlflow.db", "./mlruns"),  # in the process's folder: ./mlruns is beside it
+              ("sqlite:///mlflow.db", "./mlruns"),
+              ("sqlite:///:memory:", "./mlruns"),
+              ("sqlite:////home/trainer/work/mlflow.db", "mlflow-artifacts:/"),  # the server's own root
+              ("postgresql://db/mlflow", "./mlruns")]
+    done = subprocess.run([sys.executable, "-I", "-c", STORE_PROBE, str(SITE_PACKAGES),
+                           str(tmp_path / "mlflow-stand-in"), str(tmp_path / "home"), json.dumps(stores)],
+                          capture_output=True, text=True, check=True)
+    assert json.loads(done.stdout) == ["/home/trainer/work/mlartifacts", "/home/trainer/work/mlartifacts",
+                                       "./mlruns", "./mlruns", "./mlruns", "mlflow-artifacts:/", "./mlruns"]

@@ -23,7 +23,10 @@ def test_gpu_flavor_table_says_what_each_holds_and_the_driver_it_needs():
     gpu, cu13 = rows
     assert "PyTorch 2.10.0, TensorFlow 2.20.0, Horovod 0.28.1 (NCCL)" in gpu and ">= 525.60.13" in gpu
     assert "no TensorFlow" in cu13 and "only CUDA 12 builds" in cu13 and ">= 580" in cu13
-    assert "`docker run --rm -it --gpus all --shm-size 8g trainstack:gpu-cu13`" in cu13
+    # The published gpu image by the name `docker pull` gives it; gpu-cu13, which CI does not publish, as built here.
+    assert "`docker run --rm -it --gpus all --shm-size 8g ghcr.io/trainstack/trainstack:gpu`" in gpu
+    assert ("`docker run --rm -it --gpus all --shm-size 8g trainstack:gpu-cu13` (not published: built here by `invoke "
+            "build --flavor gpu-cu13`)") in cu13
 
 
 def test_patch_table_names_the_flavors_applying_each_patch():

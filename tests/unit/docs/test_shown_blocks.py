@@ -1,0 +1,73 @@
+"""The commands and cells the quickstarts and guides show are in their Markdown, between markers, as
+trainstack/docsite/shown.py makes them from what the tests run: a reader of the sources on GitHub sees them, and a
+block that differs from its source (a planted edit here) is named by `invoke docs --check` by file and line."""
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from trainstack.docsite import pages, shown
+from trainstack.image.workflows import WORKFLOWS
+
+REPO = Path(__file__).resolve().parents[3]
+SHOWN_PAGES = shown.pages(REPO)
+
+
+def test_the_quickstarts_and_the_mlflow_guide_show_their_blocks():
+    assert {f"docs/quickstarts/{name}.md" for name in ("get-the-images", "databricks", "synapse", "torch-distributor",
+                                                       "deepspeed", "jupyter-images", "launchers")} <= set(SHOWN_PAGES)
+    assert "docs/guides/mlflow.md" in SHOWN_PAGES
+
+
+@pytest.mark.parametrize("page", SHOWN_PAGES)
+def test_each_shown_block_is_what_its_source_gives(page):
+    text = (REPO / page).read_text(encoding="utf-8")
+    assert shown.fill(text, page) == text
+
+
+def test_a_workflow_block_is_the_registrys_command_in_the_published_image():
+    text = (REPO / "docs/quickstarts/launchers.md").read_text(encoding="utf-8")
+    workflow = next(workflow for workflow in WORKFLOWS if workflow.name == "ddp-torchrun")
+    block = text.split("<!-- workflow ddp-torchrun:start -->\n")[1].split("<!-- workflow ddp-torchrun:end -->")[0]
+    assert block.startswith("```shell-session\n$ docker run --rm --shm-size 1g ghcr.io/trainstack/trainstack:cpu \\\n"
+                            f"    {shlex.join(workflow.command)}\n```\n")
+
+
+def test_a_planted_difference_is_named_by_file_and_line(tmp_path, monkeypatch):
+    page = "docs/quickstarts/launchers.md"
+    (tmp_path / page).parent.mkdir(parents=True)
+    shutil.copy(REPO / page, tmp_path / page)
+    monkeypatch.setattr(pages, "GENERATED", ())
+    assert pages.stale(tmp_path) == []
+    text = (tmp_path / page).read_text(encoding="utf-8")
+    planted = text.replace("trainrun torch --nproc-per-node 2 /opt", "trainrun torch --nproc-per-node 4 /opt", 1)
+    assert planted != text
+    (tmp_path / page).write_text(planted, encoding="utf-8")
+    [stale] = pages.stale(tmp_path)
+    line = planted.splitlines().index(next(line for line in planted.splitlines() if "--nproc-per-node 4 /opt" in line))
+    assert (stale.path, stale.line) == (page, line + 1)
+    assert "--nproc-per-node 2" in stale.expected and "--nproc-per-node 4" in stale.found
+    assert pages.write(tmp_path) == [page] and (tmp_path / page).read_text(encoding="utf-8") == text
+
+
+def test_a_marker_that_names_nothing_is_refused():
+    with pytest.raises(shown.ShownError, match="workflow = 'no-such': is not in trainstack/image/workflows.py"):
+        shown.fill("<!-- workflow no-such:start -->\n<!-- workflow no-such:end -->\n", "page.md")
+    with pytest.raises(shown.ShownError, match="has no <!-- lab-command:end -->"):
+        shown.fill("<!-- lab-command:start -->\n", "page.md")
+
+
+def test_a_note_is_said_once_per_page_under_the_first_block_it_concerns():
+    text = ("<!-- workflow ddp-torchrun:start -->\n<!-- workflow ddp-torchrun:end -->\n\n"
+            "<!-- workflow horovod-torch-mpirun:start -->\n<!-- workflow horovod-torch-mpirun:end -->\n")
+    filled = shown.fill(text, "docs/quickstarts/page.md")
+    assert filled.count("removes with it") == 1
+    assert filled.index("removes with it") < filled.index("horovod-torch-mpirun:start")
+
+
+def test_a_notebook_cell_links_the_page_of_its_outputs():
+    filled = shown.fill("<!-- notebook-cell ml_platform_mpirun mpirun:start -->\n"
+                        "<!-- notebook-cell ml_platform_mpirun mpirun:end -->\n", "docs/quickstarts/page.md")
+    assert filled.split("\n")[1] == "```ipython3"
+    assert "[ml_platform_mpirun](../notebooks/ml_platform_mpirun.ipynb)" in filled

@@ -1,0 +1,186 @@
+"""The commands and cells the pages show, written into their Markdown between markers, so that the sources read on
+GitHub show what the site shows, and made from what the tests run:
+
+- `<!-- workflow NAME:start -->`: a workflow's command (trainstack/image/workflows.py), as `docker run` of the
+  published image; the image tier runs the command itself (tests/image/test_workflows.py);
+- `<!-- lab-command:start -->`: the line that starts JupyterLab in the published image (tests/image/test_lab.py);
+- `<!-- notebook-cell NOTEBOOK CELL_ID:start -->`: a cell of examples/notebooks/NOTEBOOK.ipynb, which the image
+  tier executes (tests/image/test_notebooks.py), with a link to the page of its outputs;
+- `<!-- published-image STEP:start -->`: getting and checking the published image (`pull`, `pull-mirror`, `pin`,
+  `verify`, `check`, `sbom`), made by trainstack/image/published_images.py from what the CI workflow publishes.
+
+`invoke docs` writes them (trainstack.docsite.pages); a block that differs from what this module gives fails
+`invoke docs --check` and tests/unit/docs/test_generated_pages.py, named by file and line. Commands are
+`shell-session` blocks and cells `ipython3` blocks, which GitHub and the site render alike and the host's snippet
+tests (`console`, `python` blocks) leave to the image tier.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NOTEBOOKS_DIR = REPO_ROOT / "examples" / "notebooks"
+KINDS = ("workflow", "lab-command", "notebook-cell", "published-image")
+MARKER = re.compile(r"<!-- (?P<marker>(?P<kind>" + "|".join(KINDS) + r")(?: (?P<args>[^>]*?))?):start -->")
+# The pages that hold such markers.
+PAGE_GLOBS = ("docs/quickstarts/*.md", "docs/guides/*.md")
+CHECKPOINTS_ARGUMENT = "--checkpoint-dir /tmp/checkpoints"
+
+
+class ShownError(ValueError):
+    """A marker that names no workflow, cell or step."""
+
+
+@dataclass
+class PageState:
+    """What a page has said already, so that a note is said once per page, under the first block it concerns."""
+
+    checkpoints: bool = False
+    mlflow: bool = False
+
+
+def cpu_image() -> str:
+    """The cpu image CI publishes, which a user who pulled it has by that name; `docker tag trainstack:cpu
+    ghcr.io/OWNER/trainstack:cpu` runs the pages' commands on an image built here."""
+    from trainstack.image.published_images import published_reference
+
+    return published_reference("cpu")
+
+
+def workflow_command(name: str) -> str:
+    """A workflow's command as a page shows it: `docker run` of the published image. The MLflow rows' store is in
+    the work folder, on a volume so that it outlives the container; started as root, the image's user becomes the
+    folder's owner (images/scripts/work_folder.py)."""
+    from trainrun.image_contract import NOTEBOOK_DIR
+
+    workflow = _workflow(name)
+    volume = f'--user root -v "$PWD":{NOTEBOOK_DIR} ' if workflow.experiment else ""
+    return f"$ docker run --rm --shm-size 1g {volume}{cpu_image()} \\\n    {shlex.join(workflow.command)}"
+
+
+def _workflow(name: str):
+    from trainstack.image.workflows import WORKFLOWS
+
+    workflows = {workflow.name: workflow for workflow in WORKFLOWS}
+    if name not in workflows:
+        raise ShownError(f"workflow = {name!r}: is not in trainstack/image/workflows.py (valid: {', '.join(workflows)})")
+    return workflows[name]
+
+
+def lab_command() -> str:
+    from trainrun.image_contract import JUPYTER_PORT, NOTEBOOK_DIR
+
+    port = f"127.0.0.1:{JUPYTER_PORT}:{JUPYTER_PORT}"
+    return f'$ docker run --rm --user root -p {port} -v "$PWD":{NOTEBOOK_DIR} {cpu_image()} lab'
+
+
+def notebook_cell(notebook: str, cell_id: str) -> str:
+    """The source of a cell of examples/notebooks/NOTEBOOK.ipynb."""
+    path = NOTEBOOKS_DIR / f"{notebook}.ipynb"
+    if not path.exists():
+        raise ShownError(f"notebook = {notebook!r}: is not in examples/notebooks/")
+    cells = {cell.get("id"): cell for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]}
+    if cell_id not in cells:
+        raise ShownError(f"cell = {cell_id!r}: is not a cell id of {path.name} (valid: {', '.join(cells)})")
+    source = cells[cell_id]["source"]
+    return "".join(source) if isinstance(source, list) else source
+
+
+def published_image_commands(step: str) -> list[str]:
+    from trainstack.image import published_images as published
+    from trainstack.image.matrix import load_matrix
+
+    reference = published.published_reference(published.DEFAULT_FLAVOR)
+    content_tag = published.flavor_content_tag(load_matrix().flavor(published.DEFAULT_FLAVOR))
+    steps = {
+        "pull": [published.pull_command(reference)],
+        "pull-mirror": [published.pull_command(
+            published.published_reference(published.DEFAULT_FLAVOR, published.DOCKER_HUB_NAMESPACE))],
+        "pin": [published.pull_command(published.published_reference(f"{content_tag}-YYYY.MM.DD-COMMIT")),
+                published.digest_command(reference),
+                published.pull_command(published.published_digest_reference("sha256:DIGEST"))],
+        "pin-local": [published.local_id_command("trainstack:cpu")],
+        "verify": [published.verify_command(reference)],
+        "check": published.check_commands(reference),
+        "sbom": [published.sbom_command(reference)],
+    }
+    if step not in steps:
+        raise ShownError(f"step = {step!r}: is not a step of published-image (valid: {', '.join(steps)})")
+    return steps[step]
+
+
+def _prose(text: str) -> str:
+    return textwrap.fill(text, width=120, break_long_words=False, break_on_hyphens=False)
+
+
+def _block(language: str, text: str) -> str:
+    fence = "````" if "```" in text else "```"
+    return f"{fence}{language}\n{text.rstrip(chr(10))}\n{fence}"
+
+
+def render(kind: str, args: list[str], page: str, state: PageState | None = None) -> str:
+    """The Markdown between a marker's start and end lines."""
+    from trainrun.image_contract import NOTEBOOK_DIR
+
+    state = state if state is not None else PageState()
+    if kind == "workflow" and len(args) == 1:
+        workflow = _workflow(args[0])
+        parts = [_block("shell-session", workflow_command(args[0]))]
+        if CHECKPOINTS_ARGUMENT in " ".join(workflow.command) and not state.checkpoints:
+            state.checkpoints = True
+            parts.append(f"`{CHECKPOINTS_ARGUMENT}` is a folder of the container, which `--rm` removes with it, "
+                         "and the checkpoint with it. To keep it, mount your folder and write it there: "
+                         f'`--user root -v "$PWD":{NOTEBOOK_DIR}` before the image, `--checkpoint-dir '
+                         f"{NOTEBOOK_DIR}/checkpoints` after the script.")
+        if workflow.experiment and not state.mlflow:
+            state.mlflow = True
+            parts.append("The MLflow run, its metrics and its artifacts stay in the current folder: `mlflow.db` and "
+                         "`mlartifacts/`.")
+        return "\n\n".join([parts[0], *(_prose(part) for part in parts[1:])])
+    if kind == "lab-command" and not args:
+        return _block("shell-session", lab_command())
+    if kind == "notebook-cell" and len(args) == 2:
+        from trainrun.image_contract import EXAMPLES_DIR
+
+        notebook, cell_id = args
+        link = Path(os.path.relpath(f"docs/notebooks/{notebook}.ipynb", os.path.dirname(page) or "."))
+        return (f"{_block('ipython3', notebook_cell(notebook, cell_id))}\n\n" + _prose(
+            f"Cell `{cell_id}` of `examples/notebooks/{notebook}.ipynb` (in the image: `{EXAMPLES_DIR}/notebooks/"
+            f"{notebook}.ipynb`); its outputs: [{notebook}]({link.as_posix()})."))
+    if kind == "published-image" and len(args) == 1:
+        return _block("shell-session", "\n".join(f"$ {line}" for line in published_image_commands(args[0])))
+    raise ShownError(f"<!-- {' '.join([kind, *args])}:start -->: not a marker of {', '.join(KINDS)} with its "
+                     "arguments")
+
+
+def markers(text: str) -> list[tuple[str, str, list[str]]]:
+    """(marker, kind, arguments) of each shown block of a page, in page order."""
+    return [(match["marker"], match["kind"], (match["args"] or "").split()) for match in MARKER.finditer(text)]
+
+
+def pages(repo: Path = REPO_ROOT) -> list[str]:
+    """The pages, relative to the repository, that hold shown blocks."""
+    found = sorted({path for pattern in PAGE_GLOBS for path in repo.glob(pattern)})
+    return [path.relative_to(repo).as_posix() for path in found if MARKER.search(path.read_text(encoding="utf-8"))]
+
+
+def fill(text: str, page: str) -> str:
+    """The page with each shown block made anew, in page order (a block shown twice is made twice)."""
+    state, out, position = PageState(), [], 0
+    for match in MARKER.finditer(text):
+        if match.start() < position:
+            continue
+        end = f"<!-- {match['marker']}:end -->"
+        close = text.find(end, match.end())
+        if close < 0:
+            raise ShownError(f"{page}: {match.group(0)} has no {end}")
+        content = render(match["kind"], (match["args"] or "").split(), page, state)
+        out += [text[position:match.end()], "\n", content, "\n"]
+        position = close
+    return "".join(out) + text[position:]
