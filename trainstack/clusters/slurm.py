@@ -50,6 +50,7 @@ class LoopbackSlurm:
     controller_port: int = 0
     node_ports: dict[str, int] = field(default_factory=dict)
     processes: list[subprocess.Popen] = field(default_factory=list)
+    node_namespaces: set[str] = field(default_factory=set)  # each slurmd's private mount namespace
 
     @property
     def conf(self) -> Path:
@@ -90,6 +91,7 @@ class LoopbackSlurm:
                            f"&& exec slurmd -D -N {node} -f {self.conf}")
                 self._spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", private], f"slurmd-{node}")
             wait_for(self.nodes_idle, "both nodes idle in sinfo", self.root / "slurmctld.log")
+            self.node_namespaces = {os.readlink(f"/proc/{process.pid}/ns/mnt") for process in self.processes[-2:]}
         except BaseException:
             self.stop()
             raise
@@ -119,10 +121,23 @@ class LoopbackSlurm:
                 process.kill()
                 process.wait()
         self.processes.clear()
+        self._end_node_processes()
         for node in NODES:
             for leftover in (self.root / node / "tmp").glob("spmix_appdir_*"):
                 shutil.rmtree(leftover, ignore_errors=True)
         remove_host_names()
+
+    def _end_node_processes(self) -> None:
+        """What outlived its slurmd in a node's mount namespace (a slurmstepd of a step whose tasks hung in PMIx):
+        every such process is killed, so that nothing of the cluster is left running."""
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                namespace = os.readlink(proc / "ns/mnt")
+            except OSError:
+                continue
+            if namespace in self.node_namespaces:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(proc.name), signal.SIGKILL)
 
     def config(self) -> str:
         lines = [
