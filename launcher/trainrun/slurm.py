@@ -121,9 +121,6 @@ class Allocation:
     def tasks(self) -> int:
         return sum(self.tasks_per_node)
 
-    def to_dict(self) -> dict:
-        return {"job_id": self.job_id, "nodes": list(self.nodes), "tasks_per_node": list(self.tasks_per_node)}
-
 
 def allocation(environ: Mapping[str, str]) -> Allocation | None:
     """The allocation this shell holds, or None outside one and inside a step (a task srun started launches no

@@ -61,7 +61,7 @@ def check_fits(job_nodes: int | None, ntasks: int, ntasks_per_node: int | None, 
         if ntasks > nodes * ntasks_per_node:
             raise UsageError(tasks_option, ntasks, f"is more than --nodes x --ntasks-per-node = {nodes} x "
                              f"{ntasks_per_node}", valid=f"at most {nodes * ntasks_per_node}")
-    capacity = sum(allocation.tasks_per_node[:job_nodes] if job_nodes else allocation.tasks_per_node)
+    capacity = sum(allocation.tasks_per_node[:job_nodes]) if job_nodes else allocation.tasks
     if ntasks > capacity:
         raise UsageError(tasks_option, ntasks, f"is more than the {capacity} tasks Slurm job {allocation.job_id} "
                          "may start", valid=f"at most {capacity}, or an allocation with more (salloc/sbatch "
