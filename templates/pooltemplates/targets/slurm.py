@@ -131,24 +131,37 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
         inner = ["trainrun", "torch", "--nnodes", str(nodes), "--nproc-per-node", str(tasks_per_node),
                  "--rdzv-endpoint", '"$head_node:29400"', "--rdzv-id", '"$SLURM_JOB_ID"', *program[1:]] \
             if torch else program
-        step = [*srun, *_runtime_words(runtime, reference), *inner]
+        step = [*srun, *_runtime_words(runtime, reference, template.uses_gpus), *inner]
     preamble = ('head_node=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)',) \
         if runtime != "host" and torch else ()
     return BatchRequest(options, dict(template.executor.env), step, preamble).script(template)
 
 
-def _runtime_words(runtime: str, image: str) -> list[str]:
+def enroot_uri(reference: str) -> str:
+    """A docker reference as Enroot (and so Pyxis) reads one, `[REGISTRY#]IMAGE[:TAG]`: without the `#`, Enroot
+    pulls from Docker Hub. The first part names a registry by docker's rule: it holds a `.` or `:`, or is localhost."""
+    first, slash, rest = reference.partition("/")
+    if slash and ("." in first or ":" in first or first == "localhost"):
+        return f"{first}#{rest}"
+    return reference
+
+
+def _runtime_words(runtime: str, image: str, gpus: bool) -> list[str]:
     """What srun runs on every task before the program: Pyxis takes srun options (and mounts srun's PMIx folder
     itself, as Enroot's PMI hook does); Apptainer and Podman run in a shell of the task, where srun's
     PMIX_SERVER_TMPDIR is set (the batch script's shell has none), with it mounted at the same path."""
     if runtime == "pyxis":
-        return [f"--container-image={image}", "--container-mounts", WORK_MOUNT, "--container-workdir", '"$PWD"']
+        return [f"--container-image={enroot_uri(image)}", "--container-mounts", WORK_MOUNT, "--container-workdir",
+                '"$PWD"']
     if runtime == "apptainer":
         container = ["apptainer", "exec", "--nv", "--bind", PMIX_MOUNT, "--bind", WORK_MOUNT, f"docker://{image}"]
     else:
         # Rootless, as the job's user (keep-id), who can use srun's PMIx folder; with the host's PID namespace the
         # image's tini is not PID 1 (TINI_SUBREAPER), and Podman's healthchecks need systemd.
+        # GPUs through CDI (the NVIDIA Container Toolkit's nvidia.com/gpu), narrowed to the task's by Slurm's
+        # CUDA_VISIBLE_DEVICES, passed in from the task.
+        gpu_words = ["--device", "nvidia.com/gpu=all", "--env", "CUDA_VISIBLE_DEVICES"] if gpus else []
         container = ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--userns=keep-id",
-                     "--no-healthcheck", "--env", "TINI_SUBREAPER=1", "--env", '"SLURM_*"', "--env", '"PMIX_*"',
-                     "--volume", PMIX_MOUNT, "--volume", WORK_MOUNT, "--workdir", '"$PWD"', image]
+                     "--no-healthcheck", *gpu_words, "--env", "TINI_SUBREAPER=1", "--env", '"SLURM_*"', "--env",
+                     '"PMIX_*"', "--volume", PMIX_MOUNT, "--volume", WORK_MOUNT, "--workdir", '"$PWD"', image]
     return ["sh", "-c", "exec " + " ".join(_shell_words(container)) + ' "$@"', runtime]

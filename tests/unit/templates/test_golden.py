@@ -25,6 +25,10 @@ SUFFIX = {
     "slurm": "sbatch",
 }
 CASES = [(name, target) for name in packaged_templates() for target in TARGETS]
+# The slurm target under each container runtime, with the published image.
+RUNTIME_REGISTRY = "ghcr.io/trainstack"
+RUNTIME_CASES = [(name, runtime) for name in ("synapse-gpu-minimal",)
+                 for runtime in ("pyxis", "apptainer", "podman")]
 
 
 def rendered(name: str, target: str) -> tuple[str, str]:
@@ -40,8 +44,19 @@ def test_render_matches_golden(name: str, target: str, golden) -> None:
     golden(*rendered(name, target))
 
 
+@pytest.mark.parametrize(("name", "runtime"), RUNTIME_CASES, ids=[f"{n}-{r}" for n, r in RUNTIME_CASES])
+def test_slurm_runtime_render_matches_golden(name: str, runtime: str, golden) -> None:
+    golden(runtime_golden_name(name, runtime),
+           render(load_template(name), "slurm", runtime=runtime, registry=RUNTIME_REGISTRY))
+
+
+def runtime_golden_name(name: str, runtime: str) -> str:
+    return f"{name}.slurm-{runtime}.sbatch"
+
+
 def test_every_golden_file_belongs_to_a_template_and_target() -> None:
     expected = {rendered(name, target)[0] for name, target in CASES}
+    expected |= {runtime_golden_name(name, runtime) for name, runtime in RUNTIME_CASES}
     assert {path.name for path in GOLDEN.iterdir()} == expected
 
 
