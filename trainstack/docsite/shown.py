@@ -7,7 +7,10 @@ GitHub show what the site shows, and made from what the tests run:
 - `<!-- notebook-cell NOTEBOOK CELL_ID:start -->`: a cell of examples/notebooks/NOTEBOOK.ipynb, which the image
   tier executes (tests/image/test_notebooks.py), with a link to the page of its outputs;
 - `<!-- published-image STEP:start -->`: getting and checking the published image (`pull`, `pull-mirror`, `pin`,
-  `verify`, `check`, `sbom`), made by trainstack/image/published_images.py from what the CI workflow publishes.
+  `verify`, `check`, `sbom`), made by trainstack/image/published_images.py from what the CI workflow publishes;
+- `<!-- slurm-script PATH:start -->`: a batch script, either an example of examples/slurm/, which the integration
+  tier submits to its Slurm cluster (tests/integration/test_slurm.py), or a golden file of the pool templates' slurm
+  target (tests/unit/templates/golden/), which the unit tier checks against the renderer.
 
 `invoke docs` writes them (trainstack.docsite.pages); a block that differs from what this module gives fails
 `invoke docs --check` and tests/unit/docs/test_generated_pages.py, named by file and line. Commands are
@@ -26,11 +29,13 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "examples" / "notebooks"
-KINDS = ("workflow", "lab-command", "notebook-cell", "published-image")
+KINDS = ("workflow", "lab-command", "notebook-cell", "published-image", "slurm-script")
 MARKER = re.compile(r"<!-- (?P<marker>(?P<kind>" + "|".join(KINDS) + r")(?: (?P<args>[^>]*?))?):start -->")
 # The pages that hold such markers.
 PAGE_GLOBS = ("docs/quickstarts/*.md", "docs/guides/*.md")
 CHECKPOINTS_ARGUMENT = "--checkpoint-dir /tmp/checkpoints"
+# Where the batch scripts a page may show live: (folder, file pattern).
+SLURM_SCRIPT_PLACES = (("examples/slurm", "*.sbatch"), ("tests/unit/templates/golden", "*.slurm*.sbatch"))
 
 
 class ShownError(ValueError):
@@ -115,6 +120,15 @@ def published_image_commands(step: str) -> list[str]:
     return steps[step]
 
 
+def slurm_script(path: str) -> str:
+    """A batch script of SLURM_SCRIPT_PLACES, as the file holds it."""
+    valid = sorted(found.relative_to(REPO_ROOT).as_posix() for folder, pattern in SLURM_SCRIPT_PLACES
+                   for found in (REPO_ROOT / folder).glob(pattern))
+    if path not in valid:
+        raise ShownError(f"slurm-script = {path!r}: is not a batch script the tests run (valid: {', '.join(valid)})")
+    return (REPO_ROOT / path).read_text(encoding="utf-8")
+
+
 def _prose(text: str) -> str:
     return textwrap.fill(text, width=120, break_long_words=False, break_on_hyphens=False)
 
@@ -155,6 +169,8 @@ def render(kind: str, args: list[str], page: str, state: PageState | None = None
             f"{notebook}.ipynb`); its outputs: [{notebook}]({link.as_posix()})."))
     if kind == "published-image" and len(args) == 1:
         return _block("shell-session", "\n".join(f"$ {line}" for line in published_image_commands(args[0])))
+    if kind == "slurm-script" and len(args) == 1:
+        return _block("bash", slurm_script(args[0]))
     raise ShownError(f"<!-- {' '.join([kind, *args])}:start -->: not a marker of {', '.join(KINDS)} with its "
                      "arguments")
 

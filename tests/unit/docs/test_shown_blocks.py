@@ -16,7 +16,7 @@ SHOWN_PAGES = shown.pages(REPO)
 
 def test_the_quickstarts_and_the_mlflow_guide_show_their_blocks():
     assert {f"docs/quickstarts/{name}.md" for name in ("get-the-images", "databricks", "synapse", "torch-distributor",
-                                                       "deepspeed", "jupyter-images", "launchers")} <= set(SHOWN_PAGES)
+                                                       "deepspeed", "jupyter-images", "launchers", "slurm")} <= set(SHOWN_PAGES)
     assert "docs/guides/mlflow.md" in SHOWN_PAGES
 
 
@@ -71,3 +71,17 @@ def test_a_notebook_cell_links_the_page_of_its_outputs():
                         "<!-- notebook-cell ml_platform_mpirun mpirun:end -->\n", "docs/quickstarts/page.md")
     assert filled.split("\n")[1] == "```ipython3"
     assert "[ml_platform_mpirun](../notebooks/ml_platform_mpirun.ipynb)" in filled
+
+
+def test_a_slurm_script_is_an_example_the_cluster_runs_or_a_golden_render():
+    filled = shown.fill("<!-- slurm-script examples/slurm/ddp.sbatch:start -->\n"
+                        "<!-- slurm-script examples/slurm/ddp.sbatch:end -->\n", "docs/quickstarts/page.md")
+    assert filled.split("\n")[1:3] == ["```bash", "#!/bin/bash"]
+    with pytest.raises(shown.ShownError, match="slurm-script = 'examples/ddp_torch_mnist.py': is not a batch script"):
+        shown.slurm_script("examples/ddp_torch_mnist.py")
+
+
+def test_every_example_batch_script_is_submitted_by_the_slurm_tests():
+    submitted = (REPO / "tests/integration/test_slurm.py").read_text(encoding="utf-8")
+    examples = sorted(path.name for path in (REPO / "examples/slurm").glob("*.sbatch"))
+    assert examples and [name for name in examples if f'"{name}"' not in submitted] == []
