@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import Problem, TemplateError
@@ -34,7 +34,14 @@ CONF_FIELDS = {
     "name": "spark.app.name",
 }
 LIST_FIELDS = ("jars", "pyFiles", "files", "archives")
+# Fabric's fields for its own workspace (learn.microsoft.com/fabric/data-engineering/author-execute-notebook,
+# "Spark session configuration magic command"): nothing here has a lakehouse, mount point, pool or environment of
+# Fabric's, so a cell carrying them runs as written, without them.
+FABRIC_FIELDS = ("defaultLakehouse", "mountPoints", "useStarterPool", "useWorkspacePool", "environment",
+                 "sessionTimeoutInSeconds")
 KNOWN_FIELDS = (*SIZING_FIELDS, "conf", *CONF_FIELDS)
+# Livy server's own settings in a session's conf (livy.rsc.sql.num-rows: the rows a %%sql cell shows).
+LIVY_CONF_PREFIX = "livy."
 # The template field a Livy field sets, for naming problems in the cell's own words.
 LIVY_NAMES = {field: name for name, field in SIZING_FIELDS.items()}
 TEMPLATE_NAMES = {field: field for field in SIZING_FIELDS.values()}
@@ -81,16 +88,30 @@ def configure_session(room: Room, body: str = "", template: str | None = None, a
         if not is_empty_body(body):
             raise TemplateError(SUBJECT, [Problem("--template", template, "a cell has either a JSON body or "
                                                   "--template", "one of them: the body's lines or --template NAME")])
-        chosen = _named_template(template, assignments)
-        cell_names: Mapping[str, str] = {}
-    else:
-        if assignments:
-            raise TemplateError(SUBJECT, [Problem("--set", assignments[0], "changes a template's setting",
-                                                  "--set together with --template NAME; a JSON body says it all")])
-        chosen = template_from_body({} if is_empty_body(body) else parse_body(body), session_defaults(pool_template,
-                                                                                                      room))
-        cell_names = LIVY_NAMES
-    return size_session(chosen, room, pool_template, cell_names)
+        return size_session(_named_template(template, assignments), room, pool_template)
+    if assignments:
+        raise TemplateError(SUBJECT, [Problem("--set", assignments[0], "changes a template's setting",
+                                              "--set together with --template NAME; a JSON body says it all")])
+    fields, left_out = _without_foreign_settings({} if is_empty_body(body) else parse_body(body))
+    session = size_session(template_from_body(fields, session_defaults(pool_template, room)), room, pool_template,
+                           LIVY_NAMES)
+    if left_out:
+        note = (f"{', '.join(left_out)}: settings of Fabric's workspace or of Livy's server, which mean nothing "
+                "outside them; the session starts without them")
+        session = replace(session, notes=(note, *session.notes))
+    return session
+
+
+def _without_foreign_settings(fields: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """The cell's fields without Fabric's workspace fields and Livy's own conf keys, and the names of those left
+    out."""
+    left_out = [name for name in FABRIC_FIELDS if name in fields]
+    fields = {name: value for name, value in fields.items() if name not in left_out}
+    if isinstance(fields.get("conf"), Mapping):
+        livy_keys = [key for key in fields["conf"] if key.startswith(LIVY_CONF_PREFIX)]
+        left_out += [f"conf.{key}" for key in livy_keys]
+        fields["conf"] = {key: value for key, value in fields["conf"].items() if key not in livy_keys}
+    return fields, left_out
 
 
 def is_empty_body(body: str) -> bool:
@@ -193,15 +214,56 @@ def _gib(size: int) -> str:
 
 
 def parse_body(text: str) -> dict[str, Any]:
-    """The cell's JSON object, its `#` comment lines aside; invalid JSON is named by line and column."""
+    """The cell's JSON object as Synapse and Fabric read it: `#` comment lines, `//` comments and trailing commas
+    aside (Fabric's documented cell has all three), and a pipeline parameter (`{"activityParameterName": ...,
+    "defaultValue": V}`) read as V, as Fabric does when a notebook runs on its own. Invalid JSON is named by line
+    and column."""
+    lines = "\n".join("" if line.lstrip().startswith("#") else line for line in text.splitlines())
     try:
-        body = json.loads("\n".join("" if line.lstrip().startswith("#") else line for line in text.splitlines()))
+        body = json.loads(_without_comments_and_trailing_commas(lines), object_hook=_parameter_default)
     except json.JSONDecodeError as exc:
         raise TemplateError(SUBJECT, [Problem("body", _line(text, exc.lineno), f"is not JSON: {exc.msg} at line "
                                               f"{exc.lineno} column {exc.colno}", BODY_EXAMPLE)])
     if not isinstance(body, dict):
         raise TemplateError(SUBJECT, [Problem("body", body, "is not a JSON object", BODY_EXAMPLE)])
     return body
+
+
+def _without_comments_and_trailing_commas(text: str) -> str:
+    """`text` without `//` comments (to the end of their line) and without a comma before `]` or `}`, outside
+    strings; every line stays where it was, so that JSON's errors name the cell's own lines."""
+    out: list[str] = []
+    pending_comma = ""  # a comma, and what followed it, kept until the next token says whether it trails
+    in_string = escaped = False
+    i = 0
+    while i < len(text):
+        char = text[i]
+        if in_string:
+            out.append(char)
+            in_string = escaped or char != '"'
+            escaped = not escaped and char == "\\"
+        elif text.startswith("//", i):
+            end = text.find("\n", i)
+            i = len(text) if end < 0 else end
+            continue
+        elif char == "," and not pending_comma:
+            pending_comma = ","
+        elif pending_comma and char.isspace():
+            pending_comma += char
+        else:
+            if pending_comma:
+                out.append(pending_comma if char not in "]}" else pending_comma[1:])
+                pending_comma = ""
+            out.append(char)
+            in_string = char == '"'
+        i += 1
+    return "".join(out) + pending_comma
+
+
+def _parameter_default(value: dict[str, Any]) -> Any:
+    if set(value) == {"activityParameterName", "defaultValue"}:
+        return value["defaultValue"]
+    return value
 
 
 def template_from_body(body: Mapping[str, Any], defaults: Mapping[str, Any], name: str = "notebook") -> PoolTemplate:

@@ -102,7 +102,48 @@ def test_comment_lines_in_a_body_are_not_json() -> None:
     session = configure_session(ROOM, '{"numExecutors": 1,\n  # two cores\n  "executorCores": 2}')
     assert session.slots == 2
     with pytest.raises(TemplateError, match=r"line 3 column 1"):  # lines keep their numbers
-        parse_body('{"numExecutors": 1,\n# c\n}')
+        parse_body('{"numExecutors": 1\n# c\n"executorCores": 2}')
+
+
+# Fabric's documented %%configure cell (learn.microsoft.com/fabric/data-engineering/author-execute-notebook), its
+# comments, trailing commas, workspace fields and a pipeline parameter as the page writes them; sized for ROOM.
+FABRIC_CELL = """{
+    // You can get a list of valid parameters to config the session from https://github.com/cloudera/livy#request-body.
+    "driverMemory": "1g", // Recommended values: ["28g", "56g", "112g", "224g", "400g", "472g"]
+    "driverCores": {"activityParameterName": "driverCoresFromNotebookActivity", "defaultValue": 1},
+    "executorMemory": "1g",
+    "executorCores": 1,
+    "conf": {
+        // Example of customized property
+        "livy.rsc.sql.num-rows": "3000",
+        "spark.log.level": "ALL"
+    },
+    "defaultLakehouse": {  // This overwrites the default lakehouse for current session
+        "name": "<lakehouse-name>",
+        "id": "<(optional) lakehouse-id>",
+    },
+    "mountPoints": [
+        {"mountPoint": "/myMountPoint", "source": "abfs[s]://<file_system>@<account_name>.dfs.core.windows.net/<p>"},
+    ],
+    "useStarterPool": false,  // Set to true to force using starter pool
+    "useWorkspacePool": "<workspace-pool-name>"
+}"""
+
+
+def test_a_fabric_cell_runs_as_written_without_fabrics_workspace_settings() -> None:
+    session = configure_session(ROOM, FABRIC_CELL)
+    assert session.conf["spark.driver.cores"] == "1" and session.conf["spark.log.level"] == "ALL"
+    assert not any(key.startswith("livy.") for key in session.conf)
+    [note] = session.notes
+    assert note.startswith("defaultLakehouse, mountPoints, useStarterPool, useWorkspacePool, "
+                           "conf.livy.rsc.sql.num-rows: settings of Fabric's workspace or of Livy's server")
+
+
+def test_comments_and_trailing_commas_are_left_out_outside_strings_only() -> None:
+    body = parse_body('{"conf": {"spark.x": "a // b, ]",}, // c\n"name": "n",\n}')
+    assert body == {"conf": {"spark.x": "a // b, ]"}, "name": "n"}
+    with pytest.raises(TemplateError, match=r"line 2 column 1"):
+        parse_body('{"name": "n" // no comma\n"numExecutors": 1}')
 
 
 def test_a_pool_notebook_is_sized_within_the_pools_template() -> None:
