@@ -209,7 +209,8 @@ def test_the_loader_is_pointed_at_the_nvidia_wheels_in_the_image(matrix):
 
 def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
     gpu = write_build_context(matrix.flavor("gpu-cu13"), SourceOptions(), tmp_path / "gpu")
-    pyspark = ["pyspark-4.3.0-distributor-rank0-output.patch", "pyspark-4.3.0-distributor-whole-gpus.patch",
+    pyspark = ["pyspark-4.3.0-daemon-closed-reader.patch", "pyspark-4.3.0-distributor-rank0-output.patch",
+               "pyspark-4.3.0-distributor-whole-gpus.patch",
                "pyspark-4.3.0-reap-stopped-wrapper.patch", "pyspark-4.3.0-script-exit-status.patch",
                "pyspark-4.3.0-streamed-line-once.patch", "pyspark-4.3.0-unbuffered-ranks.patch"]
     assert sorted(path.name for path in (gpu / "patches").iterdir()) == [
@@ -226,7 +227,7 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
         "horovod-0.28.1-estimator-predictions.patch", "horovod-0.28.1-keras-sparse-labels.patch",
         "horovod-0.28.1-keras3.patch",
         "horovod-0.28.1-script-without-main-guard.patch", "horovod-0.28.1-spark-current-pyarrow.patch",
-        "horovod-0.28.1-spark-keras-estimator.patch", "pyspark-4.3.0-deepspeed-config-check.patch", *pyspark,
+        "horovod-0.28.1-spark-keras-estimator.patch", *sorted([*pyspark, "pyspark-4.3.0-deepspeed-config-check.patch"]),
     ]
 
 
