@@ -9,16 +9,27 @@ every row (12% accuracy on MNIST, with no error)."""
 import json
 
 import pytest
+from notebook_checks import no_traceback
 
 SUMMARY = "estimator-predictions "
 
 
 @pytest.fixture(scope="module")
-def predictions(in_image) -> dict:
-    output = in_image.run(["python", "/units/estimator_predictions.py"], timeout=1200)
-    lines = [line for line in output.splitlines() if line.startswith(SUMMARY)]
-    assert lines, output[-3000:]
+def estimator_output(in_image) -> str:
+    return in_image.run(["python", "/units/estimator_predictions.py"], timeout=1200)
+
+
+@pytest.fixture(scope="module")
+def predictions(estimator_output) -> dict:
+    lines = [line for line in estimator_output.splitlines() if line.startswith(SUMMARY)]
+    assert lines, estimator_output[-3000:]
     return json.loads(lines[-1][len(SUMMARY):])
+
+
+def test_fitting_and_transforming_shows_no_traceback(predictions, estimator_output):
+    """Spark's show() and take() stop reading a Python worker's output; its daemon printed a BrokenPipeError
+    traceback for each (images/patches/pyspark-4.3.0-daemon-closed-reader.patch)."""
+    assert no_traceback(estimator_output) == []
 
 
 CLASSIFIERS = ["keras", "torch"]
