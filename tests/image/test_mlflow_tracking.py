@@ -68,3 +68,7 @@ def test_lab_runs_mlflow_beside_it_and_its_ui_shows_a_run_and_its_loss_chart(sta
     RESULTS_DIR.mkdir(exist_ok=True)
     check_the_run_in_the_ui(browser_tools, container, url, result, {"lr": "0.02", "world_size": "2"},
                             RESULTS_DIR / "mlflow-lab")
+    # The server says which hosts it takes, and nothing a user cannot act on (images/scripts/trainstack-entrypoint).
+    logs = container.logs().decode(errors="replace")
+    assert "[MLflow] Security middleware enabled. Allowed hosts: localhost, 127.0.0.1" in logs, logs[-3000:]
+    assert "use --host 0.0.0.0" not in logs and "DeprecationWarning" not in logs, logs[-3000:]
