@@ -2,7 +2,6 @@
 ignored otherwise) and many more ranks than this host has cores."""
 from __future__ import annotations
 
-import difflib
 from typing import Mapping
 
 from .proctree import JOB_ID
@@ -24,6 +23,8 @@ def unknown_variables(environ: Mapping[str, str]) -> list[str]:
     for name in sorted(environ):
         if not name.startswith("TRAINRUN_") or name in USER_VARIABLES or name in JOB_VARIABLES:
             continue
+        import difflib  # only for a misspelled variable: not every launch's cost
+
         close = difflib.get_close_matches(name, USER_VARIABLES, n=1)
         rule = "is not a variable trainrun reads" + (f"; did you mean {close[0]}?" if close else "")
         warnings.append(f"{name} = {environ[name]!r}: {rule} (valid: {', '.join(USER_VARIABLES)})")

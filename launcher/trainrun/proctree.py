@@ -134,6 +134,15 @@ def job_processes(job_id: str) -> list[int]:
     return pids_tagged(JOB_ID, job_id)
 
 
+def open_pidfd(pid: int) -> int | None:
+    """A descriptor that select() finds readable the moment process `pid` exits (None where the kernel has none),
+    where polling would add up to a poll interval."""
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None
+
+
 def end_job_processes(job_id: str, grace: float) -> int:
     """SIGTERM every process of the job, SIGKILL what is left after `grace` seconds; returns how many were found."""
     return terminate(job_processes(job_id), grace, lambda: job_processes(job_id))

@@ -18,7 +18,7 @@ from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop
 from .output import LINE_BUFFERED, RelayedOutput, relay_needed
 from .plan import Plan
-from .proctree import JOB_ID, end_job_processes, job_temp_dirs
+from .proctree import JOB_ID, end_job_processes, job_temp_dirs, open_pidfd
 from .rank.status import STATUS_DIR, read_status
 from .watchdog import Watchdog
 
@@ -68,14 +68,6 @@ def _wait_for_exit(proc: subprocess.Popen, pidfd: int | None, wakeup_fd: int | N
             return None
     select.select([fd for fd in (pidfd, wakeup_fd) if fd is not None], [], [], seconds)
     return proc.poll()
-
-
-def _open_pidfd(pid: int) -> int | None:
-    # Wakes the runner the moment the launcher exits, where polling would add up to a poll interval.
-    try:
-        return os.pidfd_open(pid)
-    except (AttributeError, OSError):
-        return None
 
 
 def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
@@ -156,7 +148,7 @@ def _supervise(proc: subprocess.Popen, lifecycle: Lifecycle, signals: _Signals, 
                job_id: str) -> tuple[int, Stop | None]:
     """Waits for the launcher to exit, checking the job's lifecycle (--timeout, the exit barrier, a signal) as it
     runs; returns the launcher's exit code, and the stop when trainrun stopped the job."""
-    pidfd = _open_pidfd(proc.pid)
+    pidfd = open_pidfd(proc.pid)  # wakes the runner the moment the launcher exits
     try:
         while True:
             code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)

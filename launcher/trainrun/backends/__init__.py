@@ -5,7 +5,6 @@ from ..job import MpiJob, SparkJob, TorchJob
 from ..machine import Machine
 from ..plan import Plan
 from .mpi import HorovodGlooPlanner, MpiPlanner
-from .spark import SparkPlanner
 from .srun import SrunMpiPlanner, SrunTorchPlanner, starts_through_srun
 from .torch import TorchPlanner
 
@@ -17,4 +16,6 @@ def plan_job(job: MpiJob | TorchJob | SparkJob, machine: Machine) -> Plan:
         return (HorovodGlooPlanner() if job.gloo else MpiPlanner()).plan(job, machine)
     if isinstance(job, TorchJob):
         return TorchPlanner().plan(job, machine)
+    from .spark import SparkPlanner  # with PySpark's launch code: imported for a Spark job alone
+
     return SparkPlanner().plan(job, machine)

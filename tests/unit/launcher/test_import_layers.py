@@ -74,7 +74,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_the_launcher():
     graph = import_graph()
-    assert "trainrun.backends.spark" in graph["trainrun.backends"]
+    assert "trainrun.backends.srun" in graph["trainrun.backends"]
     assert "trainrun.plan" in graph["trainrun.backends.spark"]
 
 
