@@ -24,21 +24,18 @@ from .proctree import JOB_ID, end_job_processes, job_temp_dirs, open_pidfd
 
 GRACE = 5.0
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The watchdog itself: a Python that starts in ~10 ms (-I -S: no site, whose .pth files cost ~70 ms here) and
-# imports trainrun only when it has a job to take down. argv: trainrun's package parent, the job id, directories.
-WATCH = """import os, signal, sys
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGHUP, signal.SIG_IGN)
-data = b""
-while True:
-    chunk = os.read(0, 64)
-    if not chunk:
-        break
-    data += chunk
-if not data.startswith(b"done"):
-    sys.path.insert(0, sys.argv[1])
-    from trainrun.watchdog import take_down
-    take_down(sys.argv[2], sys.argv[3:])
+# The watchdog itself: a shell (it starts in a millisecond, where even `python -I -S` took ~10 ms of CPU beside every
+# job's start) that reads trainrun's line (end of file, when trainrun died) and starts Python only then: TAKE_DOWN imports trainrun
+# from its package parent. Ignoring SIGINT and SIGHUP carries over to that Python. argv: the Python, the package
+# parent, the job id, the directories.
+WATCH = """trap '' INT HUP
+IFS= read -r said
+[ "$said" = done ] || exec "$0" -I -S -c "$TRAINRUN_TAKE_DOWN" "$@"
+"""
+TAKE_DOWN = """import sys
+sys.path.insert(0, sys.argv[1])
+from trainrun.watchdog import take_down
+take_down(sys.argv[2], sys.argv[3:])
 """
 
 
@@ -46,9 +43,10 @@ class Watchdog:
     def __init__(self, job_id: str, directories: list[str]) -> None:
         read_end, self._write_end = os.pipe()
         env = {k: v for k, v in os.environ.items() if k != JOB_ID}  # not a process of the job itself
+        env["TRAINRUN_TAKE_DOWN"] = TAKE_DOWN
         try:
             self._proc: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", WATCH, PACKAGE_PARENT, job_id, *directories], stdin=read_end,
+                ["sh", "-c", WATCH, sys.executable, PACKAGE_PARENT, job_id, *directories], stdin=read_end,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True, env=env)
         except OSError:
             self._proc = None
