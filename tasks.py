@@ -1,4 +1,5 @@
-"""The invoke collection: image tasks and `docs` at the top level, `template.*`, `pool.*` and `nodes.*` beside them.
+"""The invoke collection: image tasks and `docs` at the top level, `matrix` (`matrix.outdated`), `template.*`, `pool.*`
+and `nodes.*` beside them.
 
 The tasks live in trainstack/tasks/; each reports errors as `error: MESSAGE` with exit code 2, and so do
 invoke's own command-line mistakes (trainstack/tasks/program.py).
@@ -7,12 +8,13 @@ Options that depend on the machine default to environment variables, so one mach
 """
 from invoke import Collection
 
-from trainstack.tasks import docs, images, nodes, pool, templates
+from trainstack.tasks import docs, images, matrix, nodes, pool, templates
 from trainstack.tasks.program import report_parse_errors
 
 report_parse_errors()
 ns = Collection.from_module(images)
 ns.add_task(docs.docs)
+ns.add_collection(Collection.from_module(matrix), name="matrix")
 ns.add_collection(Collection.from_module(templates), name="template")
 ns.add_collection(Collection.from_module(pool), name="pool")
 ns.add_collection(Collection.from_module(nodes), name="nodes")

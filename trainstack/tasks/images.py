@@ -1,4 +1,4 @@
-"""invoke tasks for the images: matrix, render, build, base, push, sbom, export, scan, release-notes, train, test.
+"""invoke tasks for the images: render, build, base, push, sbom, export, scan, release-notes, train, test.
 
 Options that depend on the machine default to environment variables, so one machine's setup
 (see ./dev) is written once: TRAINSTACK_BASE_IMAGE, TRAINSTACK_WHEELHOUSE, TRAINSTACK_CA_BUNDLE.
@@ -54,16 +54,6 @@ def _sources(flavor, ca_bundle, wheelhouse, index_url, extra_index_url):
 
     return sources_for(flavor, ca_bundle, wheelhouse, _index_url("--index-url", index_url),
                        [_index_url("--extra-index-url", url) for url in extra_index_url or []])
-
-
-@task(help={"gpu": "show only GPU flavors"})
-@reports_errors
-def matrix(c, gpu=False):
-    """Print every flavor of images/matrix.yaml with its component versions."""
-    from trainstack.image.docs import flavor_table
-    from trainstack.image.matrix import load_matrix
-
-    print(flavor_table(load_matrix(), gpu_only=gpu))
 
 
 @task(iterable=["set"], help={"gpu": "the gpu flavor", "flavor": "any flavor by name", "set": "override KEY=VALUE"})
