@@ -53,6 +53,7 @@ def test_horovod_compiled_step_matches_eager_under_trainrun_mpi(in_image):
         assert f"horovod rank {rank}/2: compiled step matches eager" in output, output[-3000:]
 
 
+@pytest.mark.long  # about a minute; the compiled steps under trainrun torch, trainrun mpi and a user stay in CI
 def test_torch_distributor_compiled_step_matches_eager(in_image):
     output = in_image.run(["python", "/units/distributor_compile_step.py"], env=JOB_ENV, timeout=600)
     assert "distributor rank 0/2: compiled step matches eager" in output, output[-3000:]

@@ -79,6 +79,7 @@ def test_horovod_keras_apis(in_image, image_flavor, keras):
     assert f"keras{keras} rank 1 all ok" in output
 
 
+@pytest.mark.long  # about a minute; the patch's unit test and the estimators in CI stay (test_estimator_predictions)
 def test_estimator_script_without_main_guard_trains(in_image):
     """A notebook's TorchEstimator cell pasted into a script, with no __main__ guard, over MPI: Horovod's
     spawned helper processes re-ran the script and its MPI probe failed ("horovod does not find an

@@ -21,9 +21,10 @@ def execute(in_image, name: str) -> dict:
     return executed_notebook(status, output)
 
 
-# Under `invoke test --long` (about 2 minutes), to keep a fresh machine's CI under the hour: Horovod's notebook (the
-# horovod workflows and HorovodRunner train in CI) and the Synapse one (test_lab_browser runs it in Chromium in CI).
-LONG_NOTEBOOKS = ("databricks_horovod", "synapse_torch_estimator")
+# Under `invoke test --long` (about 3 minutes), to keep a fresh machine's CI under the hour: Horovod's notebook (the
+# horovod workflows and HorovodRunner train in CI), the Synapse one (test_lab_browser runs it in Chromium in CI) and
+# DeepSpeed's (DeepspeedTorchDistributor trains in CI: test_distributors and three deepspeed-distributor workflows).
+LONG_NOTEBOOKS = ("databricks_horovod", "synapse_torch_estimator", "databricks_deepspeed")
 
 
 @pytest.mark.parametrize("name", [

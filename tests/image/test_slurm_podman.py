@@ -20,7 +20,10 @@ import pytest
 
 from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
+# Under `invoke test --long` (about 2 minutes, a minute of it `podman load`), to keep a fresh machine's CI under the
+# hour; the integration tier runs the Slurm cluster, srun's ranks and trainrun in CI.
 pytestmark = [
+    pytest.mark.long,
     pytest.mark.timeout(900),
     pytest.mark.skipif(shutil.which("slurmctld") is None or shutil.which("podman") is None
                        or not PMIX_LIBRARY.exists(), reason="needs Slurm, munge, libpmix-dev and podman (./dev)"),

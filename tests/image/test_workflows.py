@@ -17,12 +17,13 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # Lightning, the Hugging Face Trainer and MLflow keep in CI one row each under trainrun torch (Lightning's DDP, the
 # Trainer, Lightning's MLflow autologging; test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows
 # under TorchDistributor, with DeepSpeed, accelerate launch, PEFT, the Trainer's autologging and the distributors'
-# rank-0 logging run under --long, to keep a fresh machine's CI under the hour.
+# rank-0 logging run under --long, to keep a fresh machine's CI under the hour. So does DeepspeedTorchDistributor on
+# a local-cluster master (its local and script rows stay in CI).
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
                   "horovod-keras-legacy", "horovod-keras-mpirun", "lightning-distributor-local",
                   "lightning-distributor-local-cluster", "hf-trainer-distributor", "hf-trainer-deepspeed-trainrun",
                   "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
-                  "torch-distributor-mlflow", "horovod-runner-mlflow")
+                  "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster")
 
 
 @pytest.mark.parametrize("workflow", [
