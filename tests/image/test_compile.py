@@ -46,6 +46,7 @@ def test_ddp_compiled_step_matches_eager_under_trainrun_torch(in_image):
         assert f"ddp rank {rank}/2: compiled step matches eager" in output, output[-3000:]
 
 
+@pytest.mark.long  # half a minute; the DDP and the user's compiled steps stay in CI
 def test_horovod_compiled_step_matches_eager_under_trainrun_mpi(in_image):
     output = in_image.run(["trainrun", "mpi", "--timeout", "540", "-np", "2", "--", "python",
                            "/units/hvd_compile_step.py"], env=JOB_ENV, timeout=600)

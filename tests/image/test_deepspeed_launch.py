@@ -82,7 +82,8 @@ def test_the_config_check_agrees_with_deepspeeds_own(in_image):
     assert reports["removed"] == {"top_level": True, "zero": True}, "trainrun's removed fields differ from DeepSpeed's"
 
 
-@pytest.mark.parametrize("count", ["--num_accelerators", "--num_gpus"])
+# --num_gpus, the older name of the same count, under `invoke test --long` (CI's hour).
+@pytest.mark.parametrize("count", ["--num_accelerators", pytest.param("--num_gpus", marks=pytest.mark.long)])
 def test_the_deepspeed_launcher_on_one_node_runs_two_cpu_ranks(in_image, count):
     output = in_image.run(["deepspeed", count, "2", *STEP])
     assert sorted(ranks(output)) == [0, 1], output[-4000:]

@@ -23,8 +23,9 @@ def execute(in_image, name: str) -> dict:
 
 # Under `invoke test --long` (about 3 minutes), to keep a fresh machine's CI under the hour: Horovod's notebook (the
 # horovod workflows and HorovodRunner train in CI), the Synapse one (test_lab_browser runs it in Chromium in CI) and
-# DeepSpeed's (DeepspeedTorchDistributor trains in CI: test_distributors and three deepspeed-distributor workflows).
-LONG_NOTEBOOKS = ("databricks_horovod", "synapse_torch_estimator", "databricks_deepspeed")
+# DeepSpeed's (DeepspeedTorchDistributor trains in CI: test_distributors and two deepspeed-distributor workflows) and
+# TorchDistributor's (its function, script and local-mode workflows and test_distributors train in CI).
+LONG_NOTEBOOKS = ("databricks_horovod", "synapse_torch_estimator", "databricks_deepspeed", "torch_distributor")
 
 
 @pytest.mark.parametrize("name", [
