@@ -9,10 +9,14 @@ Reads /proc directly: a scan of a few hundred processes takes about a millisecon
 from __future__ import annotations
 
 import os
+import select
 import signal
 import sys
 import time
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:
+    import subprocess
 
 JOB_ID = "TRAINRUN_JOB_ID"
 RANK_ENTRY = "TRAINRUN_RANK_ENTRY"
@@ -141,6 +145,21 @@ def open_pidfd(pid: int) -> int | None:
         return os.pidfd_open(pid)
     except (AttributeError, OSError):
         return None
+
+
+def wait_for_exit(proc: subprocess.Popen, pidfd: int | None, seconds: float,
+                  wakeup_fd: int | None = None) -> int | None:
+    """`proc`'s exit code once it has exited (woken by its pidfd, from open_pidfd, the moment it does); None after
+    `seconds`, or at once when `wakeup_fd` is readable (a signal's)."""
+    if pidfd is None:
+        import subprocess  # here alone: every rank's entry imports proctree and needs no subprocess
+
+        try:
+            return proc.wait(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            return None
+    select.select([fd for fd in (pidfd, wakeup_fd) if fd is not None], [], [], seconds)
+    return proc.poll()
 
 
 def end_job_processes(job_id: str, grace: float) -> int:

@@ -3,7 +3,6 @@ and tears the whole job down, on success too."""
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import signal
 import subprocess
@@ -17,7 +16,7 @@ from .errors import JobFailed
 from .lifecycle import Lifecycle, Stop
 from .output import LINE_BUFFERED, RelayedOutput, relay_needed
 from .plan import Plan
-from .proctree import JOB_ID, end_job_processes, job_temp_dirs, open_pidfd
+from .proctree import JOB_ID, end_job_processes, job_temp_dirs, open_pidfd, wait_for_exit
 from .rank.status import STATUS_DIR, read_status
 from .watchdog import Watchdog
 
@@ -56,17 +55,6 @@ class _Signals:
                 os.close(fd)
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
-
-
-def _wait_for_exit(proc: subprocess.Popen, pidfd: int | None, wakeup_fd: int | None, seconds: float) -> int | None:
-    """The exit code once `proc` has exited; returns None after `seconds`, or at once on a signal."""
-    if pidfd is None:
-        try:
-            return proc.wait(timeout=seconds)
-        except subprocess.TimeoutExpired:
-            return None
-    select.select([fd for fd in (pidfd, wakeup_fd) if fd is not None], [], [], seconds)
-    return proc.poll()
 
 
 def run_plan(plan: Plan, owned_dirs: Sequence[str] = ()) -> None:
@@ -155,7 +143,7 @@ def _supervise(proc: subprocess.Popen, lifecycle: Lifecycle, signals: _Signals, 
     pidfd = open_pidfd(proc.pid)  # wakes the runner the moment the launcher exits
     try:
         while True:
-            code = _wait_for_exit(proc, pidfd, signals.wakeup_fd, POLL_SECONDS)
+            code = wait_for_exit(proc, pidfd, POLL_SECONDS, signals.wakeup_fd)
             if code is not None:
                 return code, None
             stop = lifecycle.check(time.monotonic(), time.time(), read_status(status_dir), signals.received)

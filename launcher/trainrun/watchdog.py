@@ -15,19 +15,18 @@ end; setting it needs preexec_fn, which is unsafe in such threaded callers.
 from __future__ import annotations
 
 import os
-import select
 import shutil
 import subprocess
 import sys
 
-from .proctree import JOB_ID, end_job_processes, job_temp_dirs, open_pidfd
+from .proctree import JOB_ID, end_job_processes, job_temp_dirs, open_pidfd, wait_for_exit
 
 GRACE = 5.0
 PACKAGE_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # The watchdog itself: a shell (it starts in a millisecond, where even `python -I -S` took ~10 ms of CPU beside every
-# job's start) that reads trainrun's line (end of file, when trainrun died) and starts Python only then: TAKE_DOWN imports trainrun
-# from its package parent. Ignoring SIGINT and SIGHUP carries over to that Python. argv: the Python, the package
-# parent, the job id, the directories.
+# job's start) that reads trainrun's line (end of file, when trainrun died) and starts Python only then: TAKE_DOWN
+# imports trainrun from its package parent. Ignoring SIGINT and SIGHUP carries over to that Python. argv: the Python,
+# the package parent, the job id, the directories.
 WATCH = """trap '' INT HUP
 IFS= read -r said
 [ "$said" = done ] || exec "$0" -I -S -c "$TRAINRUN_TAKE_DOWN" "$@"
@@ -78,16 +77,11 @@ def take_down(job_id: str, directories: list[str]) -> None:
 
 
 def _wait_briefly(proc: subprocess.Popen, seconds: float) -> None:
-    """Reaps `proc` once it exits, within `seconds`: woken by its pidfd the moment it does, where Popen.wait's
-    timeout polls with growing sleeps (about 15 ms after a watchdog's exit, at the end of every job)."""
+    """Reaps `proc` once it exits, within `seconds`, through its pidfd: Popen.wait's timeout polls with growing
+    sleeps (about 15 ms after a watchdog's exit, at the end of every job)."""
     pidfd = open_pidfd(proc.pid)
     try:
-        if pidfd is not None:
-            select.select([pidfd], [], [], seconds)
-        proc.wait(timeout=0 if pidfd is not None else seconds)
-    except subprocess.TimeoutExpired:
-        pass
+        wait_for_exit(proc, pidfd, seconds)
     finally:
         if pidfd is not None:
             os.close(pidfd)
-
