@@ -15,8 +15,9 @@ SHOWN_PAGES = shown.pages(REPO)
 
 
 def test_the_quickstarts_and_the_mlflow_guide_show_their_blocks():
-    assert {f"docs/quickstarts/{name}.md" for name in ("get-the-images", "databricks", "synapse", "torch-distributor",
-                                                       "deepspeed", "jupyter-images", "launchers", "slurm")} <= set(SHOWN_PAGES)
+    quickstarts = ("get-the-images", "databricks", "synapse", "torch-distributor", "deepspeed", "jupyter-images",
+                   "launchers", "slurm")
+    assert {f"docs/quickstarts/{name}.md" for name in quickstarts} <= set(SHOWN_PAGES)
     assert "docs/guides/mlflow.md" in SHOWN_PAGES
 
 
