@@ -1,5 +1,6 @@
 """The frameworks load and run together inside the image, as its user would run them."""
 import pytest
+from notebook_checks import no_traceback
 from packaging.version import Version
 
 
@@ -62,6 +63,14 @@ def test_torchrun_ddp_step_over_gloo(in_image):
 
 def test_pyspark_local_job(in_image):
     assert "spark 4.3.0 ok" in in_image.run(["python", "/units/spark_job.py"])
+
+
+def test_a_python_worker_whose_reader_stopped_ends_without_a_traceback(in_image):
+    """first(), take() and show() stop reading a Python worker's output; unpatched, PySpark's daemon printed a
+    BrokenPipeError traceback for each (three here), in a run that succeeded."""
+    output = in_image.run(["python", "/units/spark_closed_reader.py"], timeout=300)
+    assert "closed reader ok: 3000 rows" in output, output[-3000:]
+    assert no_traceback(output) == [], output[-3000:]
 
 
 def test_java_17(in_image):
