@@ -207,6 +207,35 @@ def test_with_the_token_a_kernel_runs_code_as_the_image_user(lab):
     assert {uid for _, uid, _ in processes} == {str(IMAGE_USER_UID)}, processes
 
 
+SPARK_CELL = """
+import os
+from pyspark import SparkContext
+frame = spark.range(100000).repartition(8).cache()
+print(frame.groupBy((frame.id % 7).alias("key")).count().count())
+print(os.getpgid(SparkContext._gateway.proc.pid) != os.getpgrp())
+"""
+
+
+def test_a_kernel_with_a_spark_session_shuts_down_without_a_java_exception(lab):
+    """The session's JVM runs outside the kernel's process group, so the signals a shutdown sends the group
+    (ipykernel's to its children, jupyter_client's SIGTERM) do not cut Spark's own stop short: before, the server's
+    log showed `java.io.IOException: Failed to delete: /tmp/blockmgr-...` for about half the kernels shut down, and
+    the shutdown took 15 to 30 s."""
+    container, url = lab
+    session = with_token(url)
+    kernel = session.post(f"{base(url)}/api/kernels", json={"name": "python3"}).json()["id"]
+    since = int(time.time())
+    try:
+        assert execute(url, kernel, SPARK_CELL, timeout=240).split()[-2:] == ["7", "True"]
+    finally:
+        session.delete(f"{base(url)}/api/kernels/{kernel}").raise_for_status()
+    log = container.logs(since=since).decode(errors="replace")
+    assert "Exception" not in log and "Failed to delete" not in log, log[-3000:]
+    left = container.exec_run(["sh", "-c", "for second in $(seq 30); do pgrep java >/dev/null || break; sleep 1; done;"
+                                           "pgrep -c java; ls -d /tmp/spark-* /tmp/blockmgr-* 2>/dev/null"])
+    assert left.output.decode().split() == ["0"], left.output.decode()
+
+
 def test_work_folder_on_a_volume_keeps_saved_notebooks(docker_client, start_lab):
     volume = docker_client.volumes.create(f"trainstack-test-work-{uuid.uuid4().hex[:6]}")
     try:

@@ -31,6 +31,7 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "examples" / "notebooks"
 KINDS = ("workflow", "lab-command", "notebook-cell", "published-image", "slurm-script")
 MARKER = re.compile(r"<!-- (?P<marker>(?P<kind>" + "|".join(KINDS) + r")(?: (?P<args>[^>]*?))?):start -->")
+CELL_BLOCK = re.compile(r"^(?P<fence>`{3,})ipython3\n(?P<source>.*?)\n(?P=fence)$", re.MULTILINE | re.DOTALL)
 # The pages that hold such markers.
 PAGE_GLOBS = ("docs/quickstarts/*.md", "docs/guides/*.md")
 CHECKPOINTS_ARGUMENT = "--checkpoint-dir /tmp/checkpoints"
@@ -178,6 +179,21 @@ def render(kind: str, args: list[str], page: str, state: PageState | None = None
 def markers(text: str) -> list[tuple[str, str, list[str]]]:
     """(marker, kind, arguments) of each shown block of a page, in page order."""
     return [(match["marker"], match["kind"], (match["args"] or "").split()) for match in MARKER.finditer(text)]
+
+
+def shown_cells(text: str) -> list[tuple[str, str]]:
+    """(cell id, source as the page shows it) of each notebook cell a page shows, in page order: what a reader pastes
+    into a notebook of their own."""
+    cells = []
+    for match in MARKER.finditer(text):
+        if match["kind"] != "notebook-cell":
+            continue
+        shown = text[match.end():text.find(f"<!-- {match['marker']}:end -->", match.end())]
+        block = CELL_BLOCK.search(shown)
+        if block is None:
+            raise ShownError(f"{match.group(0)}: shows no ipython3 block")
+        cells.append((match["args"].split()[1], block["source"]))
+    return cells
 
 
 def pages(repo: Path = REPO_ROOT) -> list[str]:

@@ -89,9 +89,19 @@ def running() -> bool:
 
 
 def start() -> Any:
-    """The session with the configuration in force (the running one, if any)."""
+    """The session with the configuration in force (the running one, if any).
+
+    Its JVM starts in a process group of its own. A kernel told to shut down signals every process of its group
+    (ipykernel's children, then jupyter_client's SIGTERM to the group): a JVM among them ran Spark's shutdown hooks
+    while the kernel's exit still stopped the context, and printed `IOException: Failed to delete` for the
+    temporary folders whose `rm` the signals killed. Outside the group, the kernel's exit stops it (stop_at_exit),
+    and a kernel killed outright still ends it: the JVM exits when its stdin closes."""
+    from pyspark import SparkContext
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
+    if SparkContext._gateway is None:
+        SparkContext._ensure_initialized(gateway=launch_gateway(popen_kwargs={"start_new_session": True}))
     return SparkSession.builder.getOrCreate()
 
 

@@ -1,6 +1,7 @@
 """The commands and cells the quickstarts and guides show are in their Markdown, between markers, as
 trainstack/docsite/shown.py makes them from what the tests run: a reader of the sources on GitHub sees them, and a
 block that differs from its source (a planted edit here) is named by `invoke docs --check` by file and line."""
+import json
 import shlex
 import shutil
 from pathlib import Path
@@ -86,3 +87,26 @@ def test_every_example_batch_script_is_submitted_by_the_slurm_tests():
     submitted = (REPO / "tests/integration/test_slurm.py").read_text(encoding="utf-8")
     examples = sorted(path.name for path in (REPO / "examples/slurm").glob("*.sbatch"))
     assert examples and [name for name in examples if f'"{name}"' not in submitted] == []
+
+
+def test_the_cells_a_page_shows_are_read_as_the_page_shows_them():
+    text = shown.fill("<!-- notebook-cell ml_platform_mpirun mpirun:start -->\n"
+                      "<!-- notebook-cell ml_platform_mpirun mpirun:end -->\n", "docs/quickstarts/page.md")
+    assert shown.shown_cells(text) == [("mpirun", shown.notebook_cell("ml_platform_mpirun", "mpirun").rstrip("\n"))]
+    with pytest.raises(shown.ShownError, match="shows no ipython3 block"):
+        shown.shown_cells("<!-- notebook-cell ml_platform_mpirun mpirun:start -->\n"
+                          "<!-- notebook-cell ml_platform_mpirun mpirun:end -->\n")
+
+
+@pytest.mark.parametrize("page", SHOWN_PAGES)
+def test_a_page_shows_the_cells_of_one_notebook_in_its_order(page):
+    """Pasted in page order, the cells run in the order the notebook runs them (tests/image/test_shown_cells.py runs
+    them so)."""
+    text = (REPO / page).read_text(encoding="utf-8")
+    notebooks = {args[0] for _, kind, args in shown.markers(text) if kind == "notebook-cell"}
+    assert len(notebooks) <= 1, notebooks
+    if notebooks:
+        order = [cell["id"] for cell in json.loads(
+            (shown.NOTEBOOKS_DIR / f"{notebooks.pop()}.ipynb").read_text(encoding="utf-8"))["cells"]]
+        ids = [cell_id for cell_id, _ in shown.shown_cells(text)]
+        assert ids == sorted(ids, key=order.index)

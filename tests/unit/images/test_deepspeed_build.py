@@ -53,7 +53,7 @@ def test_gpu_cu13_leaves_deepspeed_out_by_a_rule_and_says_why_on_import(matrix):
     assert "deepspeed-0.19-cuda-12" in rule_ids(with_deepspeed(cu13, prebuilt_ops=["fused_adam"],
                                                                  cuda_architectures=["9.0"]), matrix)
     [message] = [m for m in broken_rules(with_deepspeed(cu13), matrix.rules) if "deepspeed-0.19-cuda-12" in m]
-    assert "cuda >=12,<13 (has 13.0)" in message and "DS_SKIP_CUDA_CHECK" in message
+    assert "cuda >=12,<13 (has 13.2)" in message and "DS_SKIP_CUDA_CHECK" in message
 
 
 @pytest.mark.parametrize(("flavor", "fields", "rule"), [

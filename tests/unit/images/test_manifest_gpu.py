@@ -15,16 +15,16 @@ TORCH_EXTENSION = "horovod/torch/mpi_lib_v2.cpython-311-x86_64-linux-gnu.so"
 CU13_MANIFEST = {
     "flavor": "gpu-cu13",
     "python": "3.11.2",
-    "packages": {"torch": "2.13.0", "horovod": "0.28.1", "pyspark": "4.3.0"},
-    "libraries": {"openmpi": "4.1.4", "java": "17.0.17", "cuda": "13.0.96", "cudnn": "9.20.0.48", "nccl": "2.29.7"},
+    "packages": {"torch": "2.15.0", "horovod": "0.28.1", "pyspark": "4.3.0"},
+    "libraries": {"openmpi": "4.1.4", "java": "17.0.17", "cuda": "13.2.86", "cudnn": "9.26.0.51", "nccl": "2.30.7"},
     "horovod": {
         "frameworks": ["PyTorch"],
         "controllers": ["MPI", "Gloo"],
         "tensor_operations": ["NCCL", "MPI", "Gloo"],
     },
     "cuda_stack": {
-        "torch": {"cuda": "13.0", "nccl": "2.29.7", "cudnn": "9.20.0"},
-        "horovod": {"nccl_built": {"horovod.torch": 22907}},
+        "torch": {"cuda": "13.2", "nccl": "2.30.7", "cudnn": "9.26.0"},
+        "horovod": {"nccl_built": {"horovod.torch": 23007}},
         "nccl_files": [NCCL],
         "duplicate_libraries": {},
         "loaded": {"libnccl": [NCCL], "libcudart": [CUDART_13], "libcudnn": [CUDNN_9], "libcublas": [CUBLAS_13]},
@@ -38,7 +38,7 @@ TRAINING_LIBRARY_PINS = ["accelerate==1.15.0", "datasets==5.2.0", "lightning==2.
 CU13_CONSTRAINTS = parse_constraints(
     "cloudpickle==3.1.2\nhorovod==0.28.1\nipykernel==7.4.0\nipywidgets==8.1.9\njupyterlab==4.6.6\nmpi4py==4.1.2\n"
     "nbclient==0.11.0\nnbconvert==7.17.2\npandas==2.3.3\npsutil==7.2.2\npyarrow==25.0.1\n"
-    "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.13.0\ntorchvision==0.28.0\n"
+    "pyspark==4.3.0\ntensorboard==2.20.0\ntorch==2.15.0\ntorchvision==0.29.2\n"
     + "".join(f"{pin}\n" for pin in TRAINING_LIBRARY_PINS)
 )
 
@@ -60,22 +60,22 @@ def test_matching_gpu_image_has_no_mismatches(cu13):
 
 def test_torchvision_must_be_the_matrixs_pairing(cu13):
     constraints = {**CU13_CONSTRAINTS, "torchvision": "0.27.0"}
-    assert manifest_mismatches(cu13, CU13_MANIFEST, constraints) == ["torchvision is 0.27.0, matrix says 0.28.0"]
+    assert manifest_mismatches(cu13, CU13_MANIFEST, constraints) == ["torchvision is 0.27.0, matrix says 0.29.2"]
 
 
 def test_torch_built_for_another_cuda_nccl_or_cudnn_is_named(cu13):
     manifest = with_stack(torch={"cuda": "12.8", "nccl": "2.27.5", "cudnn": "9.10.2"})
     assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
-        "torch.version.cuda is 12.8, matrix says cuda 13.0",
-        "torch.cuda.nccl.version() is 2.27.5, matrix says nccl 2.29.7",
-        "torch.backends.cudnn.version() is 9.10.2, matrix says cudnn 9.20.0.48",
+        "torch.version.cuda is 12.8, matrix says cuda 13.2",
+        "torch.cuda.nccl.version() is 2.27.5, matrix says nccl 2.30.7",
+        "torch.backends.cudnn.version() is 9.10.2, matrix says cudnn 9.26.0.51",
     ]
 
 
 def test_horovod_without_nccl_is_named(cu13):
     manifest = with_stack(horovod={"nccl_built": {"horovod.torch": 0}})
     assert manifest_mismatches(cu13, manifest, CU13_CONSTRAINTS) == [
-        "horovod.torch.nccl_built() is 0, expected 22907 (NCCL 2.29.7)"
+        "horovod.torch.nccl_built() is 0, expected 23007 (NCCL 2.30.7)"
     ]
 
 
@@ -167,6 +167,6 @@ def test_tensorflow_needs_only_the_same_cuda_and_cudnn_majors():
     ]
 
 
-@pytest.mark.parametrize(("version", "code"), [("2.29.7", 22907), ("2.27.5", 22705)])
+@pytest.mark.parametrize(("version", "code"), [("2.29.7", 22907), ("2.30.7", 23007), ("2.27.5", 22705)])
 def test_nccl_version_code(version, code):
     assert nccl_version_code(version) == code

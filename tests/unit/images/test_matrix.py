@@ -36,7 +36,8 @@ def test_gpu_flavor_holds_the_cuda_stack(matrix):
         ("gpu", {"cuda": "13.0"}, "tensorflow-cuda-12-only"),
         ("gpu", {"nccl": "2.28.9"}, "torch-2.10-nccl"),
         ("gpu-cu13", {"torch": "2.10.0"}, "torch-pypi-cuda-12.8"),
-        ("gpu-cu13", {"nccl": "2.27.5"}, "torch-2.13-nccl"),
+        ("gpu-cu13", {"nccl": "2.27.5"}, "torch-2.15-nccl"),
+        ("gpu-cu13", {"cuda.toolkit": "13.0.3"}, "torch-2.15-nccl"),
         ("gpu", {"cudnn": "8.9.7.29"}, "tensorflow-2.20-cuda-stack"),
         ("cpu", {"java": "11"}, "pyspark-4-java"),
         ("cpu", {"python": "3.12"}, "horovod-0.28-python"),
@@ -46,10 +47,13 @@ def test_gpu_flavor_holds_the_cuda_stack(matrix):
         ("cpu", {"tensorflow": "2.20.0", "python": "3.14", "horovod": "0.29.0"}, "tensorflow-2.20-python"),
         ("cpu", {"horovod.patch": ""}, "horovod-0.28-patch-torch"),
         ("gpu", {"torchvision": "0.28.0"}, "torchvision-torch-2.10"),
-        ("gpu-cu13", {"torchvision": "0.25.0"}, "torchvision-torch-2.13"),
+        ("gpu-cu13", {"torchvision": "0.28.0"}, "torchvision-torch-stable-abi"),
+        ("gpu-cu13", {"torch": "2.13.0", "nccl": "2.29.7", "cudnn": "9.20.0.48"}, "torchvision-torch-2.13"),
         ("gpu-cu13", {"torch": "2.12.0", "nccl": "2.28.9"}, "torchvision-torch-2.12"),
         ("gpu-cu13", {"torch": "2.11.0", "torchvision": "0.26.0", "nccl": "2.28.9"}, None),
-        ("gpu-cu13", {"torch": "2.14.0", "torchvision": "0.29.0"}, "torchvision-torch-paired"),
+        ("gpu-cu13", {"torch": "2.14.1", "torchvision": "0.29.1"}, None),
+        ("gpu-cu13", {"torch": "2.16.0"}, "torchvision-torch-paired"),
+        ("gpu-cu13", {"python": "3.10"}, "torch-2.15-python"),
         ("cpu", {"debian": "13", "python": "3.12", "horovod": "0.29.0"}, None),
         ("cpu", {"debian": "12", "python": "3.12", "horovod": "0.29.0"}, "debian-12-python"),
     ],
@@ -209,7 +213,7 @@ def test_every_prune_entry_says_why(matrix):
 
 def test_torchvision_is_paired_with_each_gpu_flavors_torch_and_absent_from_cpu(matrix):
     assert {name: flavor.version("torchvision") for name, flavor in matrix.flavors.items()} == {
-        "cpu": None, "gpu": "0.25.0", "gpu-cu13": "0.28.0"}
+        "cpu": None, "gpu": "0.25.0", "gpu-cu13": "0.29.2"}
     [absent] = matrix.flavor("cpu").absent
     assert absent["package"] == "torchvision"
     assert "operator torchvision::nms does not exist" in absent["reason"]

@@ -53,8 +53,8 @@ def test_pins_are_the_pypi_distributions_by_their_index_names(matrix):
     assert [pin for pin in gpu if pin[0] in ("nccl", "cudnn")] == [("nccl", "nvidia-nccl-cu12", "2.27.5"),
                                                                    ("cudnn", "nvidia-cudnn-cu12", "9.10.2.21")]
     assert [pin for pin in cu13 if pin[0] in ("nccl", "cudnn", "cuda.toolkit")] == [
-        ("nccl", "nvidia-nccl-cu13", "2.29.7"), ("cudnn", "nvidia-cudnn-cu13", "9.20.0.48"),
-        ("cuda.toolkit", "cuda-toolkit", "13.0.3")]
+        ("nccl", "nvidia-nccl-cu13", "2.30.7"), ("cudnn", "nvidia-cudnn-cu13", "9.26.0.51"),
+        ("cuda.toolkit", "cuda-toolkit", "13.2.2")]
     # python_packages after the components, in the matrix's order.
     assert [key for key, _, _ in gpu][-len(matrix.flavors["gpu"].python_packages):] == list(
         matrix.flavors["gpu"].python_packages)
@@ -83,7 +83,8 @@ def test_up_to_date_and_a_free_bump(rows):
     # The cpu flavor's torch comes from torch's own index, with a local label PyPI's version lacks.
     assert (rows["cpu", "torch"].pinned, rows["cpu", "torch"].newest, rows["cpu", "torch"].status) == (
         "2.13.0+cpu", "2.13.0", "up to date")
-    # The gpu-cu13 flavor's torch 2.13.0 is PyPI's newest: gpu's rule-breaking torch says nothing about it.
+    # The gpu-cu13 flavor's torch (2.15.0) is at or past the index's newest: gpu's rule-breaking torch says nothing
+    # about it.
     assert rows["gpu-cu13", "torch"].status == "up to date"
     assert (rows["gpu", "cloudpickle"].status, rows["gpu", "cloudpickle"].held_back) == ("bump", "nothing: a bump")
 

@@ -99,8 +99,8 @@ def test_pins_name_their_matrix_field_and_distribution(matrix):
     assert cpu["python_packages.tf_keras"] == Pin("python_packages.tf_keras", "tf_keras", "2.21.0")
     assert "cuda.toolkit" not in cpu
     cu13 = {pin.field: pin for pin in pinned_packages(matrix.flavor("gpu-cu13"))}
-    assert cu13["cuda.toolkit"] == Pin("cuda.toolkit", "cuda-toolkit", "13.0.3")
-    assert cu13["torchvision.version"] == Pin("torchvision.version", "torchvision", "0.28.0")
+    assert cu13["cuda.toolkit"] == Pin("cuda.toolkit", "cuda-toolkit", "13.2.2")
+    assert cu13["torchvision.version"] == Pin("torchvision.version", "torchvision", "0.29.2")
     assert "torchvision.version" not in cpu
     assert "deepspeed.version" not in cu13
 

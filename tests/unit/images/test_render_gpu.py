@@ -75,12 +75,12 @@ def test_horovod_links_the_frameworks_nccl_and_cudart_shared(matrix, name):
 def test_cuda_13_build_tools_come_from_the_toolkit_wheels_torch_pins(matrix):
     build = cuda_build(matrix.flavor("gpu-cu13"))
     assert build.home == "/opt/cuda-build/nvidia/cu13"
-    assert build.pip_requirements == ["cuda-toolkit[nvcc,cccl]==13.0.3"]
+    assert build.pip_requirements == ["cuda-toolkit[nvcc,cccl]==13.2.2"]
     assert build.links["/opt/cuda-build/nvidia/cu13/lib64"] == "lib"
     assert build.links["/opt/cuda-build/nvidia/cu13/lib/libcudart.so"] == "libcudart.so.13"
     assert build.apt_packages == []
     dockerfile = render_dockerfile(matrix.flavor("gpu-cu13"))
-    assert 'RUN pip install --target /opt/cuda-build "cuda-toolkit[nvcc,cccl]==13.0.3"\n' in dockerfile
+    assert 'RUN pip install --target /opt/cuda-build "cuda-toolkit[nvcc,cccl]==13.2.2"\n' in dockerfile
 
 
 def test_cuda_12_build_tools_come_from_debian_trixie_packages_before_any_download(matrix):

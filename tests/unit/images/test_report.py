@@ -14,7 +14,7 @@ def test_table_has_a_row_per_flavor():
     assert "| cpu | 3.11 | 2.13.0+cpu | absent | 2.21.0 | 0.28.1 | 0.19.8 | 4.3.0 |" in table
     assert "| gpu | 3.11 | 2.10.0 | 0.25.0 | 2.20.0 | 0.28.1 | 0.19.8 |" in table
     # DeepSpeed 0.19.8 has no CUDA 13 support: the matrix lists it as absent from gpu-cu13.
-    assert "| gpu-cu13 | 3.11 | 2.13.0 | 0.28.0 | - | 0.28.1 | absent |" in table
+    assert "| gpu-cu13 | 3.11 | 2.15.0 | 0.29.2 | - | 0.28.1 | absent |" in table
 
 
 def test_gpu_flavor_table_says_what_each_holds_and_the_driver_it_needs():
