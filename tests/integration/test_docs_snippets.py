@@ -15,6 +15,8 @@ import pytest
 from sybil import Example, Sybil
 from sybil.parsers.myst import CodeBlockParser, PythonCodeBlockParser
 
+from trainstack.docsite.shown import prompt_commands
+
 REPO = Path(__file__).resolve().parents[2]
 # The quickstarts, and the error catalogue's examples of messages.
 PAGES = [*sorted((REPO / "docs" / "quickstarts").glob("*.md")), REPO / "docs" / "reference" / "errors.md"]
@@ -24,24 +26,8 @@ FLAGS = doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE
 pytestmark = pytest.mark.timeout(600)
 
 
-def commands(block: str) -> list[tuple[str, str]]:
-    """(command, expected output) pairs of a console block: `$ ` starts a command, a trailing backslash continues
-    it, the lines up to the next `$ ` are its output."""
-    pairs: list[tuple[str, list[str]]] = []
-    continued = False
-    for line in block.splitlines():
-        if line.startswith("$ ") and not continued:
-            pairs.append((line[2:], []))
-        elif continued:
-            pairs[-1] = (pairs[-1][0] + "\n" + line, pairs[-1][1])
-        elif pairs:
-            pairs[-1][1].append(line)
-        continued = bool(pairs) and line.endswith("\\") and not pairs[-1][1]
-    return [(command, "\n".join(output).strip() + "\n") for command, output in pairs]
-
-
 def run_console(example: Example) -> None:
-    pairs = commands(example.parsed)
+    pairs = prompt_commands(example.parsed)
     marker = f"--- {uuid.uuid4().hex} ---"
     # Each command's stderr joins its stdout in order, and its exit code follows it behind a marker line
     # (kept in $? for the next command, which may be the page's `echo $?`).

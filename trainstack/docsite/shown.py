@@ -31,7 +31,8 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "examples" / "notebooks"
 KINDS = ("workflow", "lab-command", "notebook-cell", "published-image", "slurm-script")
 MARKER = re.compile(r"<!-- (?P<marker>(?P<kind>" + "|".join(KINDS) + r")(?: (?P<args>[^>]*?))?):start -->")
-CELL_BLOCK = re.compile(r"^(?P<fence>`{3,})ipython3\n(?P<source>.*?)\n(?P=fence)$", re.MULTILINE | re.DOTALL)
+FENCED_BLOCK = re.compile(r"^(?P<fence>`{3,})(?P<language>[\w-]+)\n(?P<body>.*?)\n(?P=fence)$",
+                          re.MULTILINE | re.DOTALL)
 # The pages that hold such markers.
 PAGE_GLOBS = ("docs/quickstarts/*.md", "docs/guides/*.md")
 CHECKPOINTS_ARGUMENT = "--checkpoint-dir /tmp/checkpoints"
@@ -189,11 +190,44 @@ def shown_cells(text: str) -> list[tuple[str, str]]:
         if match["kind"] != "notebook-cell":
             continue
         shown = text[match.end():text.find(f"<!-- {match['marker']}:end -->", match.end())]
-        block = CELL_BLOCK.search(shown)
+        block = next((block for block in FENCED_BLOCK.finditer(shown) if block["language"] == "ipython3"), None)
         if block is None:
             raise ShownError(f"{match.group(0)}: shows no ipython3 block")
-        cells.append((match["args"].split()[1], block["source"]))
+        cells.append((match["args"].split()[1], block["body"]))
     return cells
+
+
+def prompt_commands(body: str) -> list[tuple[str, str]]:
+    """(command, output shown) of each command of a console or shell-session block: `$ ` starts a command, a
+    trailing backslash continues it, the lines up to the next `$ ` are its output."""
+    pairs: list[tuple[str, list[str]]] = []
+    continued = False
+    for line in body.splitlines():
+        if line.startswith("$ ") and not continued:
+            pairs.append((line[2:], []))
+        elif continued:
+            pairs[-1] = (pairs[-1][0] + "\n" + line, pairs[-1][1])
+        elif pairs:
+            pairs[-1][1].append(line)
+        continued = bool(pairs) and line.endswith("\\") and not pairs[-1][1]
+    return [(command, "\n".join(output).strip() + "\n") for command, output in pairs]
+
+
+def page_commands(text: str) -> list[str]:
+    """Each command of a page's shell blocks, in page order, as a reader pastes it into bash: in shell-session and
+    console blocks what follows `$ ` (with the lines its trailing backslashes continue), in bash blocks every line that
+    is not a comment."""
+    commands = []
+    for block in FENCED_BLOCK.finditer(text):
+        if block["language"] in ("shell-session", "console"):
+            commands += [command for command, _ in prompt_commands(block["body"])]
+        elif block["language"] == "bash":
+            for line in block["body"].splitlines():
+                if commands and commands[-1].endswith("\\"):
+                    commands[-1] += "\n" + line
+                elif line.strip() and not line.lstrip().startswith("#"):
+                    commands.append(line)
+    return commands
 
 
 def pages(repo: Path = REPO_ROOT) -> list[str]:
