@@ -7,7 +7,7 @@ from trainstack.errors import TrainstackError
 from trainstack.image import resolver
 from trainstack.image.build_context import write_build_context
 from trainstack.image.components import horovod_build_env
-from trainstack.image.cuda_build import TRITON_CUPTI_DIR, cuda_build
+from trainstack.image.cuda_build import cuda_build
 from trainstack.image.dockerfile import render_dockerfile
 from trainstack.image.matrix import MatrixError, load_matrix
 from trainstack.image.requirements import framework_requirements, library_requirements
@@ -241,9 +241,14 @@ def test_cpu_flavor_has_no_cuda_build(matrix):
     assert "HOROVOD_NCCL_LINK" not in horovod_build_env(matrix.flavor("cpu"))
 
 
-def test_tritons_bundled_cupti_gives_way_to_the_cuda_12_wheels_copy(matrix):
+def test_tritons_bundled_cupti_gives_way_to_the_cuda_wheels_copy_of_its_major(matrix):
     builder, _ = stages(render_dockerfile(matrix.flavor("gpu")))
     assert (" && rm -rf triton/backends/nvidia/lib/cupti \\\n && mkdir triton/backends/nvidia/lib/cupti \\\n"
             " && ln -s ../../../../../nvidia/cuda_cupti/lib/libcupti.so.12 triton/backends/nvidia/lib/cupti/libcupti.so \\\n"
             ) in builder
-    assert f"rm -rf {TRITON_CUPTI_DIR}" not in render_dockerfile(matrix.flavor("gpu-cu13"))
+    builder, _ = stages(render_dockerfile(matrix.flavor("gpu-cu13")))
+    blackwell = "triton/backends/nvidia/lib/cupti-blackwell"
+    assert (f" && rm -rf {blackwell} \\\n && mkdir {blackwell} \\\n"
+            f" && ln -s ../../../../../nvidia/cu13/lib/libcupti.so.13 {blackwell}/libcupti.so \\\n") in builder
+    # Triton's CUPTI 12, for GPUs before sm_100, has no wheel of its major beside it in gpu-cu13: it stays.
+    assert "rm -rf triton/backends/nvidia/lib/cupti \\" not in builder
