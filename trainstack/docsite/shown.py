@@ -222,11 +222,13 @@ def page_commands(text: str) -> list[str]:
         if block["language"] in ("shell-session", "console"):
             commands += [command for command, _ in prompt_commands(block["body"])]
         elif block["language"] == "bash":
+            lines: list[str] = []
             for line in block["body"].splitlines():
-                if commands and commands[-1].endswith("\\"):
-                    commands[-1] += "\n" + line
+                if lines and lines[-1].endswith("\\"):
+                    lines[-1] += "\n" + line
                 elif line.strip() and not line.lstrip().startswith("#"):
-                    commands.append(line)
+                    lines.append(line)
+            commands += lines
     return commands
 
 

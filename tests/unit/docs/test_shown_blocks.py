@@ -110,3 +110,11 @@ def test_a_page_shows_the_cells_of_one_notebook_in_its_order(page):
             (shown.NOTEBOOKS_DIR / f"{notebooks.pop()}.ipynb").read_text(encoding="utf-8"))["cells"]]
         ids = [cell_id for cell_id, _ in shown.shown_cells(text)]
         assert ids == sorted(ids, key=order.index)
+
+
+def test_a_pages_commands_are_read_as_a_reader_pastes_them():
+    text = ("```shell-session\n$ docker run --rm IMAGE \\\n    trainrun doctor\nready\n$ echo $?\n0\n```\n\n"
+            "```bash\n# a comment\ninvoke build \\\n  --gpu\n\ninvoke test\n```\n\n```python\nprint(1)\n```\n")
+    assert shown.page_commands(text) == ["docker run --rm IMAGE \\\n    trainrun doctor", "echo $?",
+                                         "invoke build \\\n  --gpu", "invoke test"]
+    assert shown.prompt_commands("$ echo hi\nhi\n") == [("echo hi", "hi\n")]
