@@ -109,7 +109,7 @@ def cuda_stack(with_tensorflow: bool) -> dict:
         stack["horovod"]["nccl_built"]["horovod.tensorflow"] = horovod.tensorflow.nccl_built()
     libraries = cuda_library_files(Path("/"))
     stack["nccl_files"] = sorted(path for name, paths in libraries.items() if name.startswith("libnccl") for path in paths)
-    stack["duplicate_libraries"] = {name: paths for name, paths in libraries.items() if len(paths) > 1}
+    stack["duplicate_libraries"] = duplicate_libraries(libraries)
     stack["loaded"] = loaded_libraries(Path("/proc/self/maps").read_text())
     stack["horovod_links"] = horovod_links(Path(sysconfig.get_paths()["platlib"]))
     return stack
@@ -129,6 +129,11 @@ def cuda_library_files(root: Path) -> dict[str, list[str]]:
             if CUDA_LIBRARY_NAME.match(name):
                 found.setdefault(name, []).append(os.path.join(directory, name))
     return {name: sorted(paths) for name, paths in sorted(found.items())}
+
+
+def duplicate_libraries(libraries: dict[str, list[str]]) -> dict[str, list[str]]:
+    """The names of cuda_library_files that are more than one file: links to one file are one copy."""
+    return {name: paths for name, paths in libraries.items() if len({os.path.realpath(path) for path in paths}) > 1}
 
 
 def loaded_libraries(proc_maps: str) -> dict[str, list[str]]:

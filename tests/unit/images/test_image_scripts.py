@@ -53,6 +53,17 @@ def test_cuda_library_files_finds_every_copy(write_manifest, tmp_path):
     }
 
 
+def test_links_to_one_library_file_are_one_copy(write_manifest, tmp_path):
+    wheel = tmp_path / "venv/nvidia/cu13/lib/libcupti.so.13"
+    touch(wheel)
+    for folder in ("cupti", "cupti-blackwell"):  # Triton's profiler folders, each a link to the wheel's CUPTI
+        (tmp_path / "venv/triton" / folder).mkdir(parents=True)
+        (tmp_path / "venv/triton" / folder / "libcupti.so").symlink_to(wheel)
+    touch(tmp_path / "usr/local/cuda/lib64/libcupti.so.13")
+    assert write_manifest.duplicate_libraries(write_manifest.cuda_library_files(tmp_path)) == {
+        "libcupti.so.13": [str(tmp_path / "usr/local/cuda/lib64/libcupti.so.13"), str(wheel)]}
+
+
 def test_loaded_libraries_reads_proc_maps(write_manifest):
     maps = (
         f"7f0000000000-7f0000001000 r--p 00000000 00:2a 123 {NCCL}\n"

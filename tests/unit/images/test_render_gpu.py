@@ -246,9 +246,10 @@ def test_tritons_bundled_cupti_gives_way_to_the_cuda_wheels_copy_of_its_major(ma
     assert (" && rm -rf triton/backends/nvidia/lib/cupti \\\n && mkdir triton/backends/nvidia/lib/cupti \\\n"
             " && ln -s ../../../../../nvidia/cuda_cupti/lib/libcupti.so.12 triton/backends/nvidia/lib/cupti/libcupti.so \\\n"
             ) in builder
+    # gpu-cu13: Triton's CUPTI 12 (for GPUs before sm_100) and CUPTI 13 (sm_100 and later) give way to the CUDA 13
+    # wheel's, which torch's profiler loads.
     builder, _ = stages(render_dockerfile(matrix.flavor("gpu-cu13")))
-    blackwell = "triton/backends/nvidia/lib/cupti-blackwell"
-    assert (f" && rm -rf {blackwell} \\\n && mkdir {blackwell} \\\n"
-            f" && ln -s ../../../../../nvidia/cu13/lib/libcupti.so.13 {blackwell}/libcupti.so \\\n") in builder
-    # Triton's CUPTI 12, for GPUs before sm_100, has no wheel of its major beside it in gpu-cu13: it stays.
-    assert "rm -rf triton/backends/nvidia/lib/cupti \\" not in builder
+    for folder in ("cupti", "cupti-blackwell"):
+        path = f"triton/backends/nvidia/lib/{folder}"
+        assert (f" && rm -rf {path} \\\n && mkdir {path} \\\n"
+                f" && ln -s ../../../../../nvidia/cu13/lib/libcupti.so.13 {path}/libcupti.so \\\n") in builder
