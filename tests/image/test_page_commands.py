@@ -93,7 +93,6 @@ def pasted(command: str, folder: Path, **kwargs) -> subprocess.Popen:
 def serve_then_stop(docker_client, command: str, folder: Path, port: int) -> str:
     """Starts the server as pasted; returns what it printed once http://127.0.0.1:PORT answers, having removed its
     container."""
-    before = {container.id for container in docker_client.containers.list()}
     process = pasted(command, folder)
     try:
         deadline = time.monotonic() + 240
@@ -107,8 +106,9 @@ def serve_then_stop(docker_client, command: str, folder: Path, port: int) -> str
         assert process.poll() is None, f"exited {process.returncode}:\n{process.stdout.read()[-3000:]}"
         assert requests.get(f"http://127.0.0.1:{port}/", timeout=5).status_code < 500
     finally:
-        for container in docker_client.containers.list():
-            if container.id not in before and container.image.tags and PUBLISHED in container.image.tags:
+        for container in docker_client.containers.list():  # the one bound to the port: no other test's
+            bound = [binding["HostPort"] for bindings in container.ports.values() for binding in bindings or []]
+            if str(port) in bound:
                 container.remove(force=True)
         out, _ = process.communicate(timeout=60)
     return out
