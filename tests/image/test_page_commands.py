@@ -83,11 +83,11 @@ def pulled(docker_client, image):
         docker_client.images.get(had).tag(PUBLISHED)
 
 
-def pasted(command: str, folder: Path, **kwargs) -> subprocess.Popen:
+def pasted(command: str, folder: Path) -> subprocess.Popen:
     # The host's tooling (invoke) on PATH, as in the reader's activated venv.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     return subprocess.Popen(["bash", "-c", command], cwd=folder, env=env, stdin=subprocess.DEVNULL,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kwargs)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def serve_then_stop(docker_client, command: str, folder: Path, port: int) -> str:
