@@ -189,7 +189,7 @@ def shown_cells(text: str) -> list[tuple[str, str]]:
     for match in MARKER.finditer(text):
         if match["kind"] != "notebook-cell":
             continue
-        shown = text[match.end():text.find(f"<!-- {match['marker']}:end -->", match.end())]
+        shown = text[match.end():_block_end(text, match)]
         block = next((block for block in FENCED_BLOCK.finditer(shown) if block["language"] == "ipython3"), None)
         if block is None:
             raise ShownError(f"{match.group(0)}: shows no ipython3 block")
@@ -238,16 +238,22 @@ def pages(repo: Path = REPO_ROOT) -> list[str]:
     return [path.relative_to(repo).as_posix() for path in found if MARKER.search(path.read_text(encoding="utf-8"))]
 
 
+def _block_end(text: str, match: re.Match, page: str = "") -> int:
+    """Where the end marker of the block `match` starts."""
+    end = f"<!-- {match['marker']}:end -->"
+    close = text.find(end, match.end())
+    if close < 0:
+        raise ShownError(f"{page}: {match.group(0)} has no {end}")
+    return close
+
+
 def fill(text: str, page: str) -> str:
     """The page with each shown block made anew, in page order (a block shown twice is made twice)."""
     state, out, position = PageState(), [], 0
     for match in MARKER.finditer(text):
         if match.start() < position:
             continue
-        end = f"<!-- {match['marker']}:end -->"
-        close = text.find(end, match.end())
-        if close < 0:
-            raise ShownError(f"{page}: {match.group(0)} has no {end}")
+        close = _block_end(text, match, page)
         content = render(match["kind"], (match["args"] or "").split(), page, state)
         out += [text[position:match.end()], "\n", content, "\n"]
         position = close

@@ -16,9 +16,10 @@ CUDA_WHEEL_HEADERS = "nvidia/*/include"
 # `cupti-blackwell`, which its profiler loads on sm_100 and later. Beside the CUDA wheels each is a second copy, or a
 # CUPTI of another CUDA than the image's, so each such folder keeps only the name Triton's profiler loads, a link to
 # the CUPTI wheel of the image's CUDA major (the one torch's profiler loads).
-TRITON_CUPTI_DIRS = {12: ("triton/backends/nvidia/lib/cupti",),
-                     13: ("triton/backends/nvidia/lib/cupti", "triton/backends/nvidia/lib/cupti-blackwell")}
-CUDA_WHEEL_CUPTI = {12: "nvidia/cuda_cupti/lib/libcupti.so.12", 13: "nvidia/cu13/lib/libcupti.so.13"}
+# {CUDA major: (Triton's folders, the CUPTI wheel's file)}
+TRITON_CUPTI = {12: (("triton/backends/nvidia/lib/cupti",), "nvidia/cuda_cupti/lib/libcupti.so.12"),
+                13: (("triton/backends/nvidia/lib/cupti", "triton/backends/nvidia/lib/cupti-blackwell"),
+                     "nvidia/cu13/lib/libcupti.so.13")}
 # Builder-only prefix for nvcc and the link-time names the Horovod build looks for.
 CUDA_BUILD_PREFIX = "/opt/cuda-build"
 NVIDIA_APT_KEYRING_URL = "https://developer.download.nvidia.com/compute/cuda/repos/debian{debian}/x86_64/cuda-keyring_1.1-1_all.deb"
@@ -119,10 +120,10 @@ def _kernel_check_command(flavor: Flavor, cuobjdump: str) -> str | None:
 def bundled_cuda_copy_cleanup(flavor: Flavor) -> list[str]:
     """Shell commands (quoted), run in site-packages, that replace a package's bundled copy of a CUDA wheel's library."""
     major = Version(str(flavor.version("cuda"))).major if flavor.gpu else None
+    folders, wheel_file = TRITON_CUPTI.get(major, ((), ""))
     commands = []
-    for folder in TRITON_CUPTI_DIRS.get(major, ()):
+    for folder in folders:
         link_to_site_packages = "../" * len(PurePosixPath(folder).parts)
         commands += [shlex.join(["rm", "-rf", folder]), shlex.join(["mkdir", folder]),
-                     shlex.join(["ln", "-s", f"{link_to_site_packages}{CUDA_WHEEL_CUPTI[major]}",
-                                 f"{folder}/libcupti.so"])]
+                     shlex.join(["ln", "-s", f"{link_to_site_packages}{wheel_file}", f"{folder}/libcupti.so"])]
     return commands
