@@ -20,6 +20,7 @@ from trainstack import docker_client
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
 from trainstack.image.build_context import write_build_context
+from trainstack.image.build_timing import BuildSteps, StepTimer, record_build_steps
 from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
@@ -33,12 +34,16 @@ from trainstack.image.matrix import REPO_ROOT, Flavor
 from trainstack.image.naming import (
     CREATED_FORMAT,
     CREATED_LABEL,
+    GHCR_NAMESPACE,
     REVISION_LABEL,
+    content_tag,
     image_reference,
     image_tags,
     immutable_tag,
+    published_image,
 )
 from trainstack.image.published import check_published
+from trainstack.image.published_images import PUBLISHED_FLAVORS
 from trainstack.image.sbom import sbom_problems
 from trainstack.image.sources import SourceOptions
 
@@ -50,6 +55,8 @@ SLIM_SCRIPT = f"{IMAGE_SCRIPTS_DIR}/slim_site_packages.py"
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 # A builder script's one-line explanation; the daemon colours stderr with ANSI escapes.
 SCRIPT_ERROR = re.compile(r"^(?:\x1b\[\d+m)?error: ([^\x1b\n]+)", re.MULTILINE)
+BUILDER_LINE = ("builder: classic, through the docker SDK's build API, on every machine: "
+                "BuildKit is not used by this build yet\n")
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,7 @@ class BuiltImage:
     image_id: str
     tags: list[str]
     manifest: dict
+    steps: BuildSteps
 
 
 def build_image(
@@ -78,21 +86,39 @@ def build_image(
     client = docker_client.connect()
     _ensure_base_image(client, flavor.base_image)
     context = write_build_context(flavor, sources, BUILD_DIR / flavor.name)
-    image_id = run_build(client, context, no_cache, progress)
+    progress(BUILDER_LINE)
+    timer = StepTimer()
+
+    def timed_progress(text: str) -> None:
+        timer.observe(text)
+        progress(text)
+
+    image_id = run_build(client, context, no_cache, timed_progress)
+    steps = BuildSteps(timer.finish())
+    record_build_steps(flavor.name, steps)
     try:
         manifest = verify_image(client, image_id, flavor)
     except TrainstackError:
         client.images.remove(image_id, force=True)
         raise
     image = client.images.get(image_id)
-    tags = [*(image_reference(image_name, tag) for tag in image_tags(manifest, image.labels)), *(extra_tags or [])]
+    tags = [*(image_reference(image_name, tag) for tag in image_tags(manifest, image.labels)),
+            *_published_names(image_name, manifest), *(extra_tags or [])]
     if immutable_tag(manifest, image.labels) is None:
         progress(f"no immutable tag: the image has no {REVISION_LABEL} label (built outside a git checkout), "
                  "so `invoke push` will refuse it\n")
     for tag in tags:
         repository, _, name = tag.rpartition(":")
         image.tag(repository, name)
-    return BuiltImage(image_id, tags, manifest)
+    return BuiltImage(image_id, tags, manifest, steps)
+
+
+def _published_names(image_name: str, manifest: dict) -> list[str]:
+    """A published flavor's names as a pull gives them (its flavor's and content tags under ghcr.io/OWNER), so that
+    the pages' commands run as pasted on a local build; not its immutable tag, which names a build CI pushed."""
+    if manifest["flavor"] not in PUBLISHED_FLAVORS:
+        return []
+    return [image_reference(image_name, content_tag(manifest), GHCR_NAMESPACE), published_image(manifest["flavor"])]
 
 
 def verify_image(client: docker.DockerClient, image: str, flavor: Flavor) -> dict:

@@ -16,7 +16,6 @@ from trainstack.image.matrix import REPO_ROOT, Flavor
 from trainstack.image.sources import SourceOptions
 
 IMAGES_DIR = REPO_ROOT / "images"
-PROJECT_URL = "https://github.com/trainstack/trainstack"
 # openssh-server: workers of multi-node jobs run sshd as the image's user (images/scripts/trainstack-sshd).
 RUNTIME_APT_PACKAGES = ["python3", "openmpi-bin", "libopenmpi3", "openssh-client", "openssh-server", "procps", "tini",
                         "ca-certificates"]
@@ -78,7 +77,7 @@ def labels(flavor: Flavor) -> dict[str, str]:
     return {
         "org.opencontainers.image.title": f"trainstack {flavor.name}",
         "org.opencontainers.image.description": flavor.description,
-        "org.opencontainers.image.source": PROJECT_URL,
+        "org.opencontainers.image.source": naming.PROJECT_URL,
         "org.opencontainers.image.licenses": "Apache-2.0",
         "org.opencontainers.image.base.name": flavor.base_image,
         naming.FLAVOR_LABEL: flavor.name,

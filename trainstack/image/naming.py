@@ -1,5 +1,5 @@
 """What names an image: image references and their grammar, the tags a built image gets (its immutable tag, its
-content tag, its flavor's), and the label prefix of every label trainstack sets. Where things are inside an image
+content tag, its flavor's), the name CI publishes it under, and the label prefix of every label trainstack sets. Where things are inside an image
 is trainrun.image_contract's."""
 from __future__ import annotations
 
@@ -21,6 +21,12 @@ DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 # Tags of what stands beside an image rather than images: the referrers tag schema's index (the SBOM artifact) and
 # cosign's signatures, sha256-<hex of the image digest>[.sig].
 ATTACHMENT_TAG = re.compile(r"sha256-[0-9a-f]{64}(?:\.sig)?")
+
+# The images' source label; its account publishes them: CI pushes to ghcr.io/${{ github.repository_owner }}
+# (trainstack.image.published_images).
+PROJECT_URL = "https://github.com/trainstack/trainstack"
+OWNER, REPOSITORY = PROJECT_URL.removeprefix("https://github.com/").split("/")
+GHCR_NAMESPACE = f"ghcr.io/{OWNER}"
 
 LABEL_PREFIX = "io.trainstack"
 FLAVOR_LABEL = f"{LABEL_PREFIX}.flavor"
@@ -62,6 +68,12 @@ def split_reference(reference: str) -> tuple[str | None, str, str]:
 def flavor_image(flavor: str, registry: str | None = None) -> str:
     """The reference `invoke build` tags a flavor with (image name from the matrix), e.g. trainstack:cpu."""
     return image_reference(load_matrix().image_name, flavor, registry)
+
+
+def published_image(flavor: str) -> str:
+    """The reference CI publishes a flavor under, e.g. ghcr.io/trainstack/trainstack:cpu, which the pages name and
+    `invoke build` also tags a published flavor with."""
+    return image_reference(load_matrix().image_name, flavor, GHCR_NAMESPACE)
 
 
 def content_tag(manifest: dict[str, Any]) -> str:

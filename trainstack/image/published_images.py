@@ -3,8 +3,9 @@ Docker Hub repository it mirrors them to, and the keyless cosign signature of ea
 workflow's run, certified through GitHub's OIDC issuer). The commands of the README's and the quickstart's first
 section are made here; tests/unit/docs/test_published_images.py holds them to the workflow.
 
-The publishing account is the one the images' source label names (PROJECT_URL, github.com/OWNER/trainstack): the
-workflow pushes to ghcr.io/${{ github.repository_owner }}, and the Docker Hub mirror uses the same name.
+The publishing account is the one the images' source label names (naming.PROJECT_URL, github.com/OWNER/trainstack):
+the workflow pushes to ghcr.io/${{ github.repository_owner }} (naming.GHCR_NAMESPACE), and the Docker Hub mirror uses
+the same name.
 """
 from __future__ import annotations
 
@@ -12,13 +13,10 @@ import shlex
 from typing import Any
 
 from trainrun.image_contract import SBOM_PATH
-from trainstack.image.dockerfile import PROJECT_URL
 from trainstack.image.matrix import Flavor, load_matrix
-from trainstack.image.naming import content_tag, image_reference
+from trainstack.image.naming import GHCR_NAMESPACE, OWNER, REPOSITORY, content_tag, image_reference
 
 WORKFLOW_PATH = ".github/workflows/images.yml"
-OWNER, REPOSITORY = PROJECT_URL.removeprefix("https://github.com/").split("/")
-GHCR_NAMESPACE = f"ghcr.io/{OWNER}"
 # The mirror's account is the DOCKERHUB_USERNAME secret's (.ci/publish), the publisher's on Docker Hub.
 DOCKER_HUB_NAMESPACE = f"docker.io/{OWNER}"
 # The repository secrets the workflow's Docker Hub mirror logs in with (an access token, not the password).

@@ -109,6 +109,7 @@ def build(c, gpu=False, flavor=None, set=None, base_image=None, wheelhouse=None,
                         extra_tags=tag, no_cache=no_cache, skip_published_check=skip_published_check,
                         must_check=overridden_pins(image_matrix.flavors[chosen.name], chosen))
     print(f"\nbuilt and verified {built.image_id[:19]}: " + ", ".join(built.tags))
+    print(built.steps.summary())
 
 
 @task(help={"tag": "tag of the base image to make"})
