@@ -19,12 +19,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import shutil
 import sys
 import threading
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 
 from dependency_groups import GROUPS
@@ -32,11 +30,11 @@ from in_image import result_from_image
 from trainstack import docker_client
 from trainstack.image.build import BUILD_DIR, run_build
 from trainstack.image.build_context import write_build_context
+from trainstack.image.build_timing import record_result
 from trainstack.image.matrix import load_matrix
 from trainstack.image.naming import flavor_image
 from trainstack.image.sources import sources_for
 
-RESULTS = Path(__file__).parent / "results" / "image_build.json"
 SIZE_TARGETS_GB = {"cpu": 3.9, "gpu": 10.1, "gpu-cu13": 6.4}  # issue 37, with the training libraries
 WARM_REBUILD_TARGET_S = 60.0
 
@@ -140,13 +138,7 @@ def measure_cold_build(flavor: str) -> dict:
 
 
 def record(flavor: str, kind: str, figures: dict) -> None:
-    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    figures = {**figures, "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-               "machine": f"{platform.machine()}, {os.cpu_count()} cores"}
-    results.setdefault(flavor, {})[kind] = figures
-    RESULTS.parent.mkdir(exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2, sort_keys=True) + "\n")
-    print(json.dumps({flavor: {kind: figures}}, indent=2))
+    print(json.dumps({flavor: {kind: record_result(flavor, kind, figures)}}, indent=2))
 
 
 def main() -> None:

@@ -158,14 +158,9 @@ class BuildSteps:
             "step_count": len(self.steps), "cached_steps": self.cached,
             "stages": {stage: {"steps": _step_range(numbers), "wall_s": self._total(numbers, "wall_s"),
                                "cpu_s": self._total(numbers, "cpu_s")} for stage, numbers in self.stages.items()},
-            "slowest_steps": [{"step": placed.step.number, "stage": placed.stage,
-                               "instruction": shortened(placed.step.instruction), "wall_s": round(placed.step.wall_s, 1),
-                               "cpu_s": round(placed.step.cpu_s, 1), "cached": placed.step.cached,
-                               "waits_on": self.waits_on(placed)} for placed in self.slowest()],
-            "steps": [{"step": placed.step.number, "stage": placed.stage,
-                       "instruction": shortened(placed.step.instruction, SHORT_INSTRUCTION),
-                       "wall_s": round(placed.step.wall_s, 1), "cpu_s": round(placed.step.cpu_s, 1),
-                       "cached": placed.step.cached} for placed in self.steps],
+            "slowest_steps": [{**_figures(placed, INSTRUCTION_SHOWN), "waits_on": self.waits_on(placed)}
+                              for placed in self.slowest()],
+            "steps": [_figures(placed, SHORT_INSTRUCTION) for placed in self.steps],
             "critical_path": {"wall_s": round(sum(placed.step.wall_s for placed in path), 1),
                               "segments": [{"stage": stage, "steps": _step_range(numbers),
                                             "wall_s": self._total(numbers, "wall_s")}
@@ -184,6 +179,12 @@ class BuildSteps:
 
     def _total(self, numbers: list[int], field: str) -> float:
         return round(sum(getattr(self.by_number[number].step, field) for number in numbers), 1)
+
+
+def _figures(placed: StepInStage, instruction_length: int) -> dict[str, Any]:
+    return {"step": placed.step.number, "stage": placed.stage,
+            "instruction": shortened(placed.step.instruction, instruction_length),
+            "wall_s": round(placed.step.wall_s, 1), "cpu_s": round(placed.step.cpu_s, 1), "cached": placed.step.cached}
 
 
 def _in_stages(steps: list[TimedStep]) -> list[StepInStage]:
