@@ -105,6 +105,17 @@ def add_option(parser: argparse.ArgumentParser | argparse._ArgumentGroup, *names
     parser.add_argument(*spellings, **kwargs)
 
 
+def add_container_options(group: argparse._ArgumentGroup) -> None:
+    """--container-runtime and --container-image (trainrun.containers), in a backend's Slurm options."""
+    from .containers import RUNTIMES
+
+    add_option(group, "--container-runtime", metavar="RUNTIME",
+               help=f"run every task in the image: {', '.join(RUNTIMES[1:])} (default host: the nodes' own Python)")
+    add_option(group, "--container-image", metavar="IMAGE",
+               help="the image's name (Pyxis, Apptainer, Podman), or its file: invoke export's .sqsh (Pyxis, "
+                    "Charliecloud) or a .sif (Apptainer)")
+
+
 def add_job_options(parser: argparse.ArgumentParser, launcher: str) -> None:
     """The options every backend's parser takes, after its own: the plan printed, the run options (trainrun.plan
     RunOptions) and the program every rank runs (`launcher` says how the backend takes it)."""

@@ -29,6 +29,8 @@ class MpiJob:
     nodes: int | None = None
     ntasks_per_node: int | None = None
     srun_mpi: str = DEFAULT_MPI
+    container_runtime: str | None = None  # inside an allocation: the image on every task (trainrun.containers)
+    container_image: str | None = None
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
 
 
@@ -49,6 +51,8 @@ class TorchJob:
     local_ranks_filter: str | None = None
     launcher_args: tuple[str, ...] = ()  # passed to torchrun as given
     check_master: bool = False  # node 0's address (or the rendezvous host) must resolve (not for --dry-run)
+    container_runtime: str | None = None  # inside an allocation: torchrun in the image on every node
+    container_image: str | None = None
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
 
 

@@ -30,6 +30,7 @@ class Machine:
     local_names: tuple[str, ...] = ()  # this machine's host names, which -H may name (no ssh to them)
     interfaces: tuple[str, ...] = ()  # this machine's network interfaces (empty: not looked up)
     slurm: Allocation | None = None  # the Slurm allocation this shell holds, where srun can start the ranks
+    cwd: str = "/"  # the job's working folder (what a container of its ranks mounts and enters)
 
 
 # What mpirun links to names the implementation without running it (a launch should not pay for that).
@@ -135,6 +136,7 @@ def detect_machine(backend: str) -> Machine:
         local_names=host_names() if backend in ("mpi", "horovod") else (),
         interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
         slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch") else None,
+        cwd=os.getcwd(),
     )
 
 

@@ -8,7 +8,7 @@ import re
 import shlex
 from typing import Any, Iterable, Mapping
 
-from ..arguments import add_job_options, add_option, connect_seconds, positive
+from ..arguments import add_container_options, add_job_options, add_option, connect_seconds, positive
 from ..errors import MissingBackend, UsageError
 from ..job import MpiJob
 from ..machine import Machine
@@ -241,6 +241,7 @@ def add_parser(sub: Any) -> None:
     add_option(slurm, "--mpi", dest="srun_mpi", default=DEFAULT_MPI, metavar="TYPE",
                help=f"srun's MPI plugin (default {DEFAULT_MPI}, what Open MPI 4.1 speaks; trainrun doctor lists "
                     "this cluster's)")
+    add_container_options(slurm)
     ssh = mpi.add_argument_group("other hosts (ssh)", "Ranks on hosts other than this one start over ssh: each host "
                                  "is checked first (it answers and takes the key), and a failed or stopped job is "
                                  "ended on every host.")
@@ -267,4 +268,5 @@ def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions)
                   network_interface=args.network_interface, output_filename=args.output_filename,
                   launcher_args=tuple(shlex.split(args.mpi_args)), ranks_filter=args.ranks_filter, ssh=ssh,
                   hosts_option="--hostfile" if args.hostfile else "-H", nodes=args.nodes,
-                  ntasks_per_node=args.ntasks_per_node, srun_mpi=args.srun_mpi, run=run)
+                  ntasks_per_node=args.ntasks_per_node, srun_mpi=args.srun_mpi,
+                  container_runtime=args.container_runtime, container_image=args.container_image, run=run)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+from ..containers import ContainerRoute, container_route
 from ..errors import UsageError
 from ..job import MpiJob, TorchJob
 from ..machine import Machine
@@ -24,6 +25,8 @@ from .torch import deepspeed_notes, processes_per_node, validate_torch_job
 # What Open MPI 4.1 (Debian's, the images') speaks with srun; pmi2 and none fail in MPI_Init (trainrun doctor says
 # which plugins this cluster's srun has).
 MPI_TYPES = ("pmix", "pmix_v3", "pmix_v4", "pmix_v5", "pmi2", "none")
+# What Slurm sets where it gave the job GPUs (srun --gpus*, --gres=gpu).
+GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS")
 
 
 def srun_head(ntasks: int, nodes: int | None, ntasks_per_node: int | None, label: bool) -> list[str]:
@@ -92,12 +95,15 @@ class SrunMpiPlanner:
             env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, ntasks)
         env |= {**run_env(job.run), **user_env("-x", job.env, machine.environ)}
         label = job.tag_output and ntasks > 1
+        statuses = status_parent(machine)
+        route = route_of(job, machine, env, statuses, pmix=job.srun_mpi.startswith("pmix"))
         argv = [*srun_head(ntasks, job.nodes, job.ntasks_per_node, label), f"--mpi={job.srun_mpi}",
-                *job.launcher_args, *rank_argv(job.program, machine.python)]
-        note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}")
+                *(route.srun_options() if route else []), *job.launcher_args, *(route.prefix() if route else []),
+                *rank_argv(job.program, "python" if route else machine.python)]
+        note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}"
+                                           + in_container(route))
         return Plan(backend="mpi (srun)", argv=argv, env=env, ranks=ntasks, local_ranks=local, launcher="srun",
-                    output_tags="lines" if label else "none", notes=(note,), run=job.run,
-                    status_parent=status_parent(machine))
+                    output_tags="lines" if label else "none", notes=(note,), run=job.run, status_parent=statuses)
 
 
 class SrunTorchPlanner:
@@ -111,7 +117,11 @@ class SrunTorchPlanner:
         nproc = processes_per_node(job, machine)
         ranks = nproc * nodes
         tagged = job.tag_output and ranks > 1
-        argv = [*srun_head(nodes, nodes, 1, label=False), machine.python, "-m", "trainrun.torchrun",
+        env = {**thread_env(machine, nproc), **run_env(job.run)}
+        statuses = status_parent(machine)
+        route = route_of(job, machine, env, statuses, pmix=False)
+        argv = [*srun_head(nodes, nodes, 1, label=False), *(route.srun_options() if route else []),
+                *(route.prefix() if route else []), "python" if route else machine.python, "-m", "trainrun.torchrun",
                 "--nnodes", str(nodes), "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", endpoint, "--rdzv-id", job.rdzv_id or f"slurm-{allocation.job_id}"]
         if job.max_restarts:
@@ -124,10 +134,23 @@ class SrunTorchPlanner:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
         note = allocation_note(allocation, f"one torchrun on each of {nodes} nodes through srun, rendezvous "
-                                           f"c10d at {endpoint}")
-        return Plan(backend="torch (srun)", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)},
-                    ranks=ranks, local_ranks=nproc, launcher="srun", output_tags="lines" if tagged else "none",
-                    notes=(*deepspeed_notes(job, ranks), note), run=job.run, status_parent=status_parent(machine))
+                                           f"c10d at {endpoint}" + in_container(route))
+        return Plan(backend="torch (srun)", argv=argv, env=env, ranks=ranks, local_ranks=nproc, launcher="srun",
+                    output_tags="lines" if tagged else "none", notes=(*deepspeed_notes(job, ranks), note),
+                    run=job.run, status_parent=statuses)
+
+
+def route_of(job: MpiJob | TorchJob, machine: Machine, env: dict[str, str], statuses: str,
+             pmix: bool) -> ContainerRoute | None:
+    """The container every task runs the image in (--container-runtime), or None for the nodes' own Python."""
+    gpus = machine.gpu_count > 0 or any(name in machine.environ for name in GPU_VARIABLES)
+    # Besides the plan's variables, what the runner sets for relayed output (trainrun.runner).
+    return container_route(job.container_runtime, job.container_image, workdir=machine.cwd, folders=(statuses,),
+                           env=(*sorted(env), "PYTHONUNBUFFERED"), pmix=pmix, as_root=machine.is_root, gpus=gpus)
+
+
+def in_container(route: ContainerRoute | None) -> str:
+    return f", each in {route.image} under {route.runtime}" if route else ""
 
 
 def starts_through_srun(job: MpiJob | TorchJob, machine: Machine) -> bool:

@@ -6,7 +6,7 @@ import argparse
 import shlex
 from typing import Any
 
-from ..arguments import add_job_options, add_option, non_negative, positive
+from ..arguments import add_container_options, add_job_options, add_option, non_negative, positive
 from ..deepspeed_config import check_deepspeed_config, deepspeed_config_in_args, describe
 from ..errors import MissingBackend, UsageError
 from ..job import TorchJob
@@ -155,6 +155,9 @@ def add_parser(sub: Any) -> None:
     torch.add_argument("-m", "--module", action="store_true", help="run PROGRAM as a module, as python -m")
     add_option(torch, "--torchrun-args", default="", metavar="'ARGS'",
                help="extra arguments for torch.distributed.run, split as a shell would")
+    slurm = torch.add_argument_group("inside a Slurm allocation (salloc, sbatch)", "With --nnodes > 1 and no "
+                                     "rendezvous of its own, one torchrun starts on each node through srun.")
+    add_container_options(slurm)
     add_job_options(torch, "a script (`python` before it is accepted) or -m module, as torchrun takes it")
     torch.set_defaults(make_job=job_from_args)
 
@@ -170,4 +173,5 @@ def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions)
                     rdzv_endpoint=args.rdzv_endpoint, rdzv_id=args.rdzv_id, max_nnodes=args.nnodes[1],
                     max_restarts=args.max_restarts, tag_output=args.tag_output, log_dir=args.log_dir,
                     local_ranks_filter=args.local_ranks_filter,
-                    launcher_args=tuple(shlex.split(args.torchrun_args)), check_master=not args.dry_run, run=run)
+                    launcher_args=tuple(shlex.split(args.torchrun_args)), check_master=not args.dry_run,
+                    container_runtime=args.container_runtime, container_image=args.container_image, run=run)

@@ -118,6 +118,27 @@ def test_inside_an_allocation_plans_check_the_step_fits(plan_for) -> None:
         plan_for(["mpi", "-np", "2", "--output-filename", "/o", "python", "t.py"], slurm=alloc)
 
 
+def test_a_container_route_is_checked_before_anything_starts(plan_for) -> None:
+    alloc = Allocation("7", ("n1", "n2"), (2, 2))
+    image = ["--container-image", "ghcr.io/trainstack/trainstack:cpu"]
+    with pytest.raises(UsageError, match=r"--container-runtime = 'docker': is not a container runtime trainrun "
+                                         r"starts under srun \(valid: host, pyxis, apptainer, podman, charliecloud\)"):
+        plan_for(["mpi", "-np", "2", "--container-runtime", "docker", *image, "python", "t.py"], slurm=alloc)
+    with pytest.raises(UsageError, match=r"--container-image = '': is needed with --container-runtime podman"):
+        plan_for(["mpi", "-np", "2", "--container-runtime", "podman", "python", "t.py"], slurm=alloc)
+    with pytest.raises(UsageError, match=r"--container-image = 'ghcr.io/trainstack/trainstack:cpu': is not a file: "
+                                         r"Charliecloud runs an image file"):
+        plan_for(["torch", "--nnodes", "2", "--container-runtime", "charliecloud", *image, "t.py"], slurm=alloc)
+    with pytest.raises(UsageError, match=r"--container-runtime charliecloud = '/scratch/alice': is a folder the job "
+                                         r"needs in the container, and Charliecloud binds only onto folders its "
+                                         r"read-only image has \(valid: work under one of /home, "):
+        plan_for(["torch", "--nnodes", "2", "--container-runtime", "charliecloud", "--container-image",
+                  "/scratch/alice/trainstack+cpu.sqsh", "t.py"], slurm=alloc, cwd="/scratch/alice")
+    with pytest.raises(UsageError, match=r"--container-runtime = 'podman': starts the image on the tasks srun "
+                                         r"starts, and this job does not start through srun"):
+        plan_for(["mpi", "-np", "2", "--container-runtime", "podman", *image, "python", "t.py"])
+
+
 @pytest.mark.parametrize("environ,problem", [
     ({**STEP, "PMIX_SERVER_TMPDIR": "/"}, None),
     ({k: v for k, v in STEP.items() if k not in ("PMIX_RANK", "SLURM_MPI_TYPE")},
