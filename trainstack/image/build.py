@@ -103,7 +103,7 @@ def build_image(
         raise
     image = client.images.get(image_id)
     tags = [*(image_reference(image_name, tag) for tag in image_tags(manifest, image.labels)),
-            *_published_names(image_name, manifest), *(extra_tags or [])]
+            *published_names(image_name, manifest), *(extra_tags or [])]
     if immutable_tag(manifest, image.labels) is None:
         progress(f"no immutable tag: the image has no {REVISION_LABEL} label (built outside a git checkout), "
                  "so `invoke push` will refuse it\n")
@@ -113,7 +113,7 @@ def build_image(
     return BuiltImage(image_id, tags, manifest, steps)
 
 
-def _published_names(image_name: str, manifest: dict) -> list[str]:
+def published_names(image_name: str, manifest: dict) -> list[str]:
     """A published flavor's names as a pull gives them (its flavor's and content tags under ghcr.io/OWNER), so that
     the pages' commands run as pasted on a local build; not its immutable tag, which names a build CI pushed."""
     if manifest["flavor"] not in PUBLISHED_FLAVORS:

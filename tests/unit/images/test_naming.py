@@ -14,6 +14,7 @@ from trainstack.image.naming import (
     image_reference,
     image_tags,
     immutable_tag,
+    published_image,
 )
 
 
@@ -21,6 +22,17 @@ def test_references_with_and_without_a_registry() -> None:
     assert image_reference("trainstack", "cpu") == "trainstack:cpu"
     assert image_reference("trainstack", "cpu", "localhost:5000") == "localhost:5000/trainstack:cpu"
     assert flavor_image("gpu") == "trainstack:gpu"
+    assert published_image("cpu") == "ghcr.io/trainstack/trainstack:cpu"
+
+
+def test_a_build_of_a_published_flavor_also_carries_the_names_a_pull_gives_it() -> None:
+    from trainstack.image.build import published_names
+
+    manifest = {"flavor": "cpu", "python": "3.11.2", "libraries": {},
+                "packages": {"torch": "2.13.0+cpu", "tensorflow": "2.21.0", "horovod": "0.28.1"}}
+    assert published_names("trainstack", manifest) == [
+        "ghcr.io/trainstack/trainstack:cpu-py3.11-torch2.13-tf2.21-hvd0.28.1", "ghcr.io/trainstack/trainstack:cpu"]
+    assert published_names("trainstack", {**manifest, "flavor": "gpu-cu13"}) == []
 
 
 def test_templates_point_at_the_images_discovery_script() -> None:
