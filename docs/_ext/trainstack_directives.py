@@ -4,9 +4,9 @@
   code makes; the build warns about a family the code no longer raises and one no entry names;
 - `{code-map} ROOT`: a code map, warned about where it lacks a folder or module or names one that is gone.
 
-The commands and cells the pages show (workflows, the lab command, notebook cells, the published image's steps) are
-not directives: they are written into the Markdown between markers by `invoke docs` (trainstack/docsite/shown.py),
-so that the sources read on GitHub show them too.
+The commands, cells and code the pages show (workflows, the lab command, notebook cells, the published image's steps,
+batch scripts, example code) are not directives: they are written into the Markdown between markers by `invoke docs`
+(trainstack/docsite/shown.py), so that the sources read on GitHub show them too.
 """
 from __future__ import annotations
 

@@ -10,15 +10,20 @@ GitHub show what the site shows, and made from what the tests run:
   `verify`, `check`, `sbom`), made by trainstack/image/published_images.py from what the CI workflow publishes;
 - `<!-- slurm-script PATH:start -->`: a batch script, either an example of examples/slurm/, which the integration
   tier submits to its Slurm cluster (tests/integration/test_slurm.py), or a golden file of the pool templates' slurm
-  target (tests/unit/templates/golden/), which the unit tier checks against the renderer.
+  target (tests/unit/templates/golden/), which the unit tier checks against the renderer;
+- `<!-- example-code PATH [SELECTOR...]:start -->`: code of an example script a workflow runs (the image tier runs the
+  workflows, tests/image/test_workflows.py), the whole file or the part its selectors pick: `pyobject=NAME` (a function
+  or class, with its decorators), `start-at=TEXT`, `end-at=TEXT`, `end-before=TEXT` (the first line holding TEXT),
+  quoted as a shell quotes them (`start-at='if rank == 0:'`); what is left is dedented.
 
 `invoke docs` writes them (trainstack.docsite.pages); a block that differs from what this module gives fails
 `invoke docs --check` and tests/unit/docs/test_generated_pages.py, named by file and line. Commands are
-`shell-session` blocks and cells `ipython3` blocks, which GitHub and the site render alike and the host's snippet
+`shell-session` blocks, cells `ipython3` blocks and example code `python3` blocks, which GitHub and the site render alike and the host's snippet
 tests (`console`, `python` blocks) leave to the image tier.
 """
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
@@ -29,7 +34,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NOTEBOOKS_DIR = REPO_ROOT / "examples" / "notebooks"
-KINDS = ("workflow", "lab-command", "notebook-cell", "published-image", "slurm-script")
+KINDS = ("workflow", "lab-command", "notebook-cell", "published-image", "slurm-script", "example-code")
 MARKER = re.compile(r"<!-- (?P<marker>(?P<kind>" + "|".join(KINDS) + r")(?: (?P<args>[^>]*?))?):start -->")
 FENCED_BLOCK = re.compile(r"^(?P<fence>`{3,})(?P<language>[\w-]+)\n(?P<body>.*?)\n(?P=fence)$",
                           re.MULTILINE | re.DOTALL)
@@ -38,6 +43,7 @@ PAGE_GLOBS = ("docs/quickstarts/*.md", "docs/guides/*.md")
 CHECKPOINTS_ARGUMENT = "--checkpoint-dir /tmp/checkpoints"
 # Where the batch scripts a page may show live: (folder, file pattern).
 SLURM_SCRIPT_PLACES = (("examples/slurm", "*.sbatch"), ("tests/unit/templates/golden", "*.slurm*.sbatch"))
+EXAMPLE_SELECTORS = ("pyobject", "start-at", "end-at", "end-before")
 
 
 class ShownError(ValueError):
@@ -131,6 +137,66 @@ def slurm_script(path: str) -> str:
     return (REPO_ROOT / path).read_text(encoding="utf-8")
 
 
+def example_scripts() -> list[str]:
+    """The example scripts the workflows run, relative to the repository (examples/NAME.py for the image's
+    /opt/trainstack/examples/NAME.py)."""
+    from trainrun.image_contract import EXAMPLES_DIR
+    from trainstack.image.workflows import WORKFLOWS
+
+    prefix = f"{EXAMPLES_DIR}/"
+    return sorted({f"examples/{part[len(prefix):]}" for workflow in WORKFLOWS for part in workflow.command
+                   if part.startswith(prefix) and part.endswith(".py")})
+
+
+def example_code(path: str, selectors: list[str]) -> str:
+    """The lines of an example script its selectors pick (EXAMPLE_SELECTORS, applied in that order), dedented."""
+    valid = example_scripts()
+    if path not in valid:
+        raise ShownError(f"example-code = {path!r}: is not an example script a workflow runs (valid: {', '.join(valid)})")
+    source = (REPO_ROOT / path).read_text(encoding="utf-8")
+    lines = source.splitlines()
+    chosen: dict[str, str] = {}
+    for selector in selectors:
+        key, equals, value = selector.partition("=")
+        if key not in EXAMPLE_SELECTORS or not equals or not value or key in chosen:
+            raise ShownError(f"example-code {path}: {selector!r} is not one selector of "
+                             f"{', '.join(f'{key}=...' for key in EXAMPLE_SELECTORS)}")
+        chosen[key] = value
+    if "end-at" in chosen and "end-before" in chosen:
+        raise ShownError(f"example-code {path}: end-at and end-before both given")
+    first, last = 0, len(lines)
+    if "pyobject" in chosen:
+        first, last = _pyobject_lines(ast.parse(source), chosen["pyobject"], path)
+
+    def find(key: str, start: int) -> int:
+        found = next((index for index in range(start, last) if chosen[key] in lines[index]), None)
+        if found is None:
+            raise ShownError(f"example-code {path}: {key}={chosen[key]!r}: no line holds it")
+        return found
+
+    if "start-at" in chosen:
+        first = find("start-at", first)
+    if "end-at" in chosen:
+        last = find("end-at", first) + 1
+    elif "end-before" in chosen:
+        last = find("end-before", first)
+    return textwrap.dedent("\n".join(lines[first:last])).strip("\n") + "\n"
+
+
+def _pyobject_lines(module: ast.Module, name: str, path: str) -> tuple[int, int]:
+    """(first, last + 1) line indexes of the function or class NAME (dotted for a method), decorators included."""
+    body: list[ast.stmt] = module.body
+    node = None
+    for part in name.split("."):
+        node = next((statement for statement in body if isinstance(
+            statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and statement.name == part), None)
+        if node is None:
+            raise ShownError(f"example-code {path}: pyobject={name!r}: no function or class of that name")
+        body = node.body
+    assert node is not None and node.end_lineno is not None
+    return min([node.lineno, *(decorator.lineno for decorator in node.decorator_list)]) - 1, node.end_lineno
+
+
 def _prose(text: str) -> str:
     return textwrap.fill(text, width=120, break_long_words=False, break_on_hyphens=False)
 
@@ -173,13 +239,23 @@ def render(kind: str, args: list[str], page: str, state: PageState | None = None
         return _block("shell-session", "\n".join(f"$ {line}" for line in published_image_commands(args[0])))
     if kind == "slurm-script" and len(args) == 1:
         return _block("bash", slurm_script(args[0]))
+    if kind == "example-code" and args:
+        return _block("python3", example_code(args[0], args[1:]))
     raise ShownError(f"<!-- {' '.join([kind, *args])}:start -->: not a marker of {', '.join(KINDS)} with its "
                      "arguments")
 
 
+def arguments(match: re.Match) -> list[str]:
+    """A marker's arguments, split as a shell splits them (an example-code selector may quote its spaces)."""
+    try:
+        return shlex.split(match["args"] or "")
+    except ValueError as error:
+        raise ShownError(f"{match.group(0)}: {error}") from None
+
+
 def markers(text: str) -> list[tuple[str, str, list[str]]]:
     """(marker, kind, arguments) of each shown block of a page, in page order."""
-    return [(match["marker"], match["kind"], (match["args"] or "").split()) for match in MARKER.finditer(text)]
+    return [(match["marker"], match["kind"], arguments(match)) for match in MARKER.finditer(text)]
 
 
 def shown_cells(text: str) -> list[tuple[str, str]]:
@@ -193,7 +269,7 @@ def shown_cells(text: str) -> list[tuple[str, str]]:
         block = next((block for block in FENCED_BLOCK.finditer(shown) if block["language"] == "ipython3"), None)
         if block is None:
             raise ShownError(f"{match.group(0)}: shows no ipython3 block")
-        cells.append((match["args"].split()[1], block["body"]))
+        cells.append((arguments(match)[1], block["body"]))
     return cells
 
 
@@ -254,7 +330,7 @@ def fill(text: str, page: str) -> str:
         if match.start() < position:
             continue
         close = _block_end(text, match, page)
-        content = render(match["kind"], (match["args"] or "").split(), page, state)
+        content = render(match["kind"], arguments(match), page, state)
         out += [text[position:match.end()], "\n", content, "\n"]
         position = close
     return "".join(out) + text[position:]

@@ -1,8 +1,8 @@
 """The README's list of the site's pages, made from the site itself: its sections in the order of the home page's
 table of contents (docs/index.md), each section's pages in the order of its index's table of contents, each page
-named by its title and described by its entry in the section index (a `- {doc}`page`: what it holds` line, or the
-quickstarts' table row). A page added to a section's table of contents without an entry in its index is refused,
-naming both."""
+named by its title and described by its entry in the section index (a `- [Title](page.md): what it holds` line, or
+`- {doc}`page`: ...`, or the quickstarts' table row). A page added to a section's table of contents without an entry in
+its index is refused, naming both."""
 from __future__ import annotations
 
 import re
@@ -10,9 +10,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOCTREE = re.compile(r"^```\{toctree\}\n(?P<body>.*?)^```", re.S | re.M)
-BULLET_ENTRY = re.compile(r"^- \{doc\}`(?P<page>[^`]+)`: (?P<text>.*?)(?=^\S|\Z)", re.S | re.M)
-TABLE_ROW = re.compile(r"^\|(?P<cells>.*\{doc\}`(?P<page>[^`]+)`.*)\|$", re.M)
-ROLE = re.compile(r"\{(?:doc|ref)\}`")
+# A page linked by a role (`{doc}`page``) or by a Markdown link to its file (`[Title](page.md)`, which GitHub follows).
+PAGE_LINK = r"(?:\{doc\}`(?P<doc>[^`]+)`|\[[^\]\n]*\]\((?P<file>[^)#\s]+)\.(?:md|ipynb)\))"
+BULLET_ENTRY = re.compile(r"^- " + PAGE_LINK + r": (?P<text>.*?)(?=^\S|\Z)", re.S | re.M)
+TABLE_ROW = re.compile(r"^\|(?P<cells>.*" + PAGE_LINK + r".*)\|$", re.M)
+# What the README cannot show: a role, or a link relative to the index's folder.
+LINK = re.compile(r"\{(?:doc|ref)\}`|\]\(")
 
 
 @dataclass(frozen=True)
@@ -45,11 +48,16 @@ def index_descriptions(index: Path) -> dict[str, str]:
     """{page: what the index says it holds}: a bullet `- {doc}`page`: TEXT`, or a table row whose last cell links the
     page (its second cell: what users have, in the quickstarts' table)."""
     text = index.read_text(encoding="utf-8")
-    found = {match["page"]: " ".join(match["text"].split()) for match in BULLET_ENTRY.finditer(text)}
+    found = {_page(match): " ".join(match["text"].split()) for match in BULLET_ENTRY.finditer(text)}
     for match in TABLE_ROW.finditer(text):
         cells = [cell.strip() for cell in match["cells"].split(" | ")]
-        found[match["page"]] = cells[1]
+        found[_page(match)] = cells[1]
     return found
+
+
+def _page(match: re.Match) -> str:
+    """The document a PAGE_LINK names, as a toctree names it."""
+    return match["doc"] or match["file"]
 
 
 def section_entries(docs: Path, section: str) -> list[Entry]:
@@ -65,10 +73,10 @@ def section_entries(docs: Path, section: str) -> list[Entry]:
         text = descriptions.get(page)
         if text is None:
             raise ValueError(f"{index.relative_to(docs.parent)}: {page} is in its toctree but has no entry saying what "
-                             "it holds (`- {doc}`" + page + "`: ...` or a table row)")
-        if ROLE.search(text):
-            raise ValueError(f"{index.relative_to(docs.parent)}: the entry of {page} links with a role, which the "
-                             "README cannot show; say it in words")
+                             "it holds (`- [Title](" + page + ".md): ...` or a table row)")
+        if LINK.search(text):
+            raise ValueError(f"{index.relative_to(docs.parent)}: the entry of {page} links with a role or a link "
+                             "relative to its index, which the README cannot show; say it in words")
         source = next(folder.glob(f"{page}.*"))
         entries.append(Entry(title(source), source.relative_to(docs.parent).as_posix(), text))
     return entries

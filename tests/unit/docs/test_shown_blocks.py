@@ -83,6 +83,36 @@ def test_a_slurm_script_is_an_example_the_cluster_runs_or_a_golden_render():
         shown.slurm_script("examples/ddp_torch_mnist.py")
 
 
+def test_example_code_is_the_part_of_a_workflows_script_its_selectors_pick():
+    source = (REPO / "examples/ddp_torch_mnist.py").read_text(encoding="utf-8")
+    marker = "example-code examples/ddp_torch_mnist.py pyobject=main"
+    filled = shown.fill(f"<!-- {marker}:start -->\n<!-- {marker}:end -->\n", "docs/quickstarts/page.md")
+    assert filled.split("\n")[1:3] == ["```python3", "def main():"]
+    assert shown.example_code("examples/ddp_torch_mnist.py", ["pyobject=main"]) in source
+    # Quoted selectors: from the line holding one text to the line before another, dedented.
+    marker = "example-code examples/mlflow_lightning_autolog.py start-at='if trainer.global_rank == 0:' end-before=ranks"
+    filled = shown.fill(f"<!-- {marker}:start -->\n<!-- {marker}:end -->\n", "docs/guides/page.md")
+    assert filled.split("\n")[1:3] == ["```python3", "if trainer.global_rank == 0:"]
+    assert shown.markers(filled)[0][2] == ["examples/mlflow_lightning_autolog.py", "start-at=if trainer.global_rank == 0:",
+                                           "end-before=ranks"]
+    assert shown.example_code("examples/mlflow_transformers_autolog.py",
+                              ["start-at=mlflow.set_tracking_uri", "end-at=mlflow.transformers.autolog()"]) == (
+        "mlflow.set_tracking_uri(args.tracking_uri)\nmlflow.transformers.autolog()\n")
+
+
+def test_example_code_names_what_it_cannot_show():
+    with pytest.raises(shown.ShownError, match="'examples/digit_net.py': is not an example script a workflow runs"):
+        shown.example_code("examples/digit_net.py", [])
+    with pytest.raises(shown.ShownError, match="pyobject='nosuch': no function or class of that name"):
+        shown.example_code("examples/ddp_torch_mnist.py", ["pyobject=nosuch"])
+    with pytest.raises(shown.ShownError, match="start-at='no such line': no line holds it"):
+        shown.example_code("examples/ddp_torch_mnist.py", ["start-at=no such line"])
+    with pytest.raises(shown.ShownError, match="'lines=1-3' is not one selector of pyobject=..."):
+        shown.example_code("examples/ddp_torch_mnist.py", ["lines=1-3"])
+    with pytest.raises(shown.ShownError, match="No closing quotation"):
+        shown.markers("<!-- example-code examples/ddp_torch_mnist.py start-at='def:start -->")
+
+
 def test_every_example_batch_script_is_submitted_by_the_slurm_tests():
     submitted = (REPO / "tests/integration/test_slurm.py").read_text(encoding="utf-8")
     examples = sorted(path.name for path in (REPO / "examples/slurm").glob("*.sbatch"))
