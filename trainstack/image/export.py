@@ -20,6 +20,7 @@ import docker
 
 from trainstack import docker_client
 from trainstack.errors import TrainstackError
+from trainstack.image.naming import flavor_image, published_image
 
 FORMATS = ("docker-archive", "squashfs")
 SQUASHFS_OPTIONS = ("-comp", "zstd", "-Xcompression-level", "3", "-b", "1M", "-noappend", "-quiet")
@@ -43,6 +44,13 @@ def environment_lines(env: list[str]) -> str:
     return "".join(f"{line}\n" for line in env)
 
 
+def local_flavor_image(client: docker.DockerClient, flavor: str) -> str:
+    """The name `invoke export --flavor` exports: the published one (ghcr.io/trainstack/trainstack:cpu), which a build
+    of a published flavor carries and the pages use, else the build's own (trainstack:cpu)."""
+    published = published_image(flavor)
+    return published if docker_client.has_image(client, published) else flavor_image(flavor)
+
+
 def export_image(client: docker.DockerClient, reference: str, out_dir: Path, formats: tuple[str, ...]) -> list[Exported]:
     unknown = [name for name in formats if name not in FORMATS]
     if unknown or not formats:
@@ -64,12 +72,23 @@ def export_image(client: docker.DockerClient, reference: str, out_dir: Path, for
     return exported
 
 
+def archive_names(reference: str, tags: list[str]) -> list[str]:
+    """The names a docker archive carries, so that `podman load` (or Apptainer, or Enroot) gives the image every
+    name the pages and rendered templates use: the exported reference, then the image's other tags (a build's
+    published ones, ghcr.io/trainstack/trainstack:cpu and its content tag, among them)."""
+    return list(dict.fromkeys([reference, *sorted(tags)]))
+
+
 def _docker_archive(client: docker.DockerClient, image, reference: str, out_dir: Path) -> Path:
     path = out_dir / f"{file_stem(reference)}.tar"
     partial = path.with_suffix(".tar.partial")
     try:
+        # `docker save NAME...`: the SDK's image.save() names one tag only.
+        response = client.api._get(client.api._url("/images/get"),
+                                   params={"names": archive_names(reference, image.tags)}, stream=True)
+        client.api._raise_for_status(response)
         with open(partial, "wb") as f:
-            for chunk in image.save(named=True):
+            for chunk in response.iter_content(chunk_size=1 << 20):
                 f.write(chunk)
         partial.replace(path)
     finally:

@@ -253,14 +253,15 @@ def export(c, gpu=False, flavor=None, image=None, out="build/export", format="do
     """Write an image as files for a cluster without docker: a docker archive (podman load, Apptainer) and a zstd
     squashfs that Enroot, Pyxis and Charliecloud run; print what each cost."""
     from trainstack import docker_client
-    from trainstack.image.export import export_image
+    from trainstack.image.export import export_image, local_flavor_image
     from trainstack.image.matrix import load_matrix
-    from trainstack.image.naming import check_reference, flavor_image
+    from trainstack.image.naming import check_reference
 
-    reference = check_reference("--image", image) if image else flavor_image(
-        load_matrix().flavor(_flavor_name(gpu, flavor)).name)
+    client = docker_client.connect()
+    reference = check_reference("--image", image) if image else local_flavor_image(
+        client, load_matrix().flavor(_flavor_name(gpu, flavor)).name)
     formats = tuple(name.strip() for name in format.split(",") if name.strip())
-    for done in export_image(docker_client.connect(), reference, Path(out), formats):
+    for done in export_image(client, reference, Path(out), formats):
         print(f"{done.format}: {done.path} ({done.bytes / 1e9:.2f} GB, {done.seconds:g} s)")
 
 
