@@ -2,9 +2,12 @@
 started, MPI over PMIx, DDP started by srun itself and by trainrun torch, trainrun mpi inside salloc and sbatch, and
 each mistake users make there as one line and a non-zero exit within seconds.
 
-The ranks run the tests' programs as users write them. The image's site hooks (images/site-packages) are loaded the
-way the image's .pth files load them, through a sitecustomize on PYTHONPATH, since the host's venv has no .pth of
-theirs. Both emulated nodes are this host: CROSS_NODE_MPI_ENV sends Open MPI's traffic between them over TCP.
+The ranks run the tests' programs as users write them. Where a test checks the image's site hooks
+(images/site-packages) on the host, they are loaded the way the image's .pth files load them, through a sitecustomize
+on PYTHONPATH, since the host's venv has no .pth of theirs. The quickstart's host lines run as pasted, without it
+(tests/support/slurm_pages.py reads them from docs/quickstarts/slurm.md); its image lines run in the image tier
+(tests/image/test_slurm_pages.py). Both emulated nodes are this host: CROSS_NODE_MPI_ENV sends Open MPI's traffic
+between them over TCP.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+import slurm_pages
 from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
 pytestmark = [
@@ -123,38 +127,38 @@ def test_trainrun_mpi_inside_salloc_starts_the_ranks_through_srun(cluster, work)
     assert {got[rank]["env"]["RANK"] for rank in range(4)} == {"0", "1", "2", "3"}
 
 
-def sbatch(script: str, args: list[str], env: dict[str, str], work: Path, cwd: Path) -> str:
-    """The example batch script, submitted as its comment says, and its output once it has ended."""
-    out = work / f"{script}.out"
-    result = run(["sbatch", "--wait", "-o", str(out), str(EXAMPLES / "slurm" / script), *args], env, cwd, timeout=240)
-    log = out.read_text()
-    assert result.returncode == 0, result.stderr + log
-    return log
+@pytest.fixture(scope="module")
+def one_host_accuracy() -> float:
+    """The DDP example under `trainrun mpi -np 4` on this host, outside Slurm: what the pages' lines must reach."""
+    out = Path(tempfile.mkdtemp(dir="/var/tmp"))
+    try:
+        env = {name: value for name, value in os.environ.items() if not name.startswith(("SLURM_", "OMPI_", "PMIX_"))}
+        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+        result = run(["trainrun", "mpi", "-np", "4", sys.executable, "ddp_torch_mnist.py", "--checkpoint-dir",
+                      str(out)], env, EXAMPLES, timeout=300)
+        assert result.returncode == 0, result.stderr
+        return slurm_pages.summary(result.stdout)["accuracy"]
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
-def test_the_trainrun_torch_batch_script_runs_one_torchrun_per_node_on_c10d(cluster, work) -> None:
-    log = sbatch("trainrun-torch.sbatch", [str(RANK_REPORT)], job_env(cluster, work, COLLECTIVE="gloo"), work, work)
-    assert "one torchrun on each of 2 nodes through srun" in log
-    got = reports(work)
-    assert [got[rank]["allreduce"] for rank in range(4)] == [10.0] * 4
-    assert {got[rank]["env"]["LOCAL_WORLD_SIZE"] for rank in range(4)} == {"2"}
+HOST_LINES = [line for line in slurm_pages.batch_lines() if line.runtime == "host"]
 
 
-def test_the_trainrun_mpi_batch_script_runs_mpi_over_pmix(cluster, work) -> None:
-    log = sbatch("trainrun-mpi.sbatch", [sys.executable, str(RANK_REPORT)],
-                 job_env(cluster, work, COLLECTIVE="mpi4py"), work, work)
-    assert "4 ranks start through srun --mpi=pmix" in log
-    assert [report["allreduce"] for report in reports(work).values()] == [10.0] * 4
+def test_the_quickstart_shows_the_host_route_of_both_trainrun_scripts() -> None:
+    assert sorted(line.script for line in HOST_LINES) == ["trainrun-mpi", "trainrun-torch"]
 
 
-def test_the_ddp_batch_script_trains_the_unchanged_example(cluster, work) -> None:
-    """examples/ddp_torch_mnist.py, as torchrun users write it, started by srun alone: it learns."""
-    log = sbatch("ddp.sbatch", [sys.executable, "ddp_torch_mnist.py", "--checkpoint-dir", str(work / "checkpoints")],
-                 job_env(cluster, work), work, EXAMPLES)
-    summary = json.loads(log.strip().splitlines()[-1])
-    assert summary["ranks"] == 4
-    assert summary["accuracy"] > 0.8, log
-    assert (work / "checkpoints" / "model.pt").exists()
+@pytest.mark.parametrize("line", HOST_LINES, ids=[line.name for line in HOST_LINES])
+def test_the_quickstarts_host_line_trains_on_two_nodes_as_on_one_host(cluster, line, one_host_accuracy) -> None:
+    """The line as pasted, from a checkout's examples/ folder: trainrun (pip install ./launcher, the venv's here) and
+    the nodes' own Python, with no start-up hook of the images' (docs/quickstarts/slurm.md)."""
+    examples = slurm_pages.checkout_copy(cluster)
+    output = slurm_pages.run_line(line.command, examples, slurm_pages.job_env(cluster), timeout=300)
+    got = slurm_pages.summary(output)
+    assert got["ranks"] == 4, output
+    assert abs(got["accuracy"] - one_host_accuracy) < 0.02, output
+    assert (examples / "checkpoints" / "model.pt").exists()
 
 
 def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> None:

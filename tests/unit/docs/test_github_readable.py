@@ -12,8 +12,6 @@ from myst_parser.slugs import github_slugify
 REPO = Path(__file__).resolve().parents[3]
 PAGES = sorted(path.relative_to(REPO).as_posix() for folder in ("quickstarts", "guides")
                for path in (REPO / "docs" / folder).glob("*.md"))
-# converted with the Slurm pages' rewrite (issue 56)
-NOT_YET_CONVERTED = {"docs/quickstarts/slurm.md", "docs/guides/slurm.md"}
 UNREADABLE_ON_GITHUB = re.compile(r"\{literalinclude\}|\{(?:ref|doc)\}`")
 LOCAL_LINK = re.compile(r"\]\((?P<file>[^)\s#:]*\.(?:md|ipynb))?(?:#(?P<anchor>[^)\s]+))?\)")
 HEADING = re.compile(r"^#{1,3} (?P<title>.+)$", re.M)
@@ -41,13 +39,7 @@ def anchors(text: str) -> set[str]:
 
 @pytest.mark.parametrize("page", PAGES)
 def test_no_directive_or_role_that_github_cannot_show(page):
-    if page in NOT_YET_CONVERTED:
-        pytest.skip("converted with the Slurm pages' rewrite (issue 56)")
     assert unreadable((REPO / page).read_text(encoding="utf-8")) == []
-
-
-def test_the_pages_not_yet_converted_are_pages_of_the_site():
-    assert NOT_YET_CONVERTED <= set(PAGES)
 
 
 @pytest.mark.parametrize("page", PAGES)

@@ -18,6 +18,9 @@ SHOWN_KINDS = set(shown.KINDS)
 CODE_DIRECTIVES = {"{code-block}", "{code}", "{sourcecode}", "{code-cell}", "{include}", "{literalinclude}", "{raw}",
                    "{eval-rst}"}
 FENCE = re.compile(r"^(?P<fence>```+|~~~+)(?P<info>[^\n]*)$", re.M)
+# Blocks of a kind the host tests do not run, run as pasted by the tests that name the page: the Slurm quickstart's
+# batch lines, on the loopback Slurm cluster.
+RUN_BY = {("slurm", "bash"): ("tests/integration/test_slurm.py", "tests/image/test_slurm_pages.py")}
 
 
 def blocks(text: str) -> list[tuple[int, str, str]]:
@@ -51,7 +54,7 @@ def test_every_code_block_is_run_by_a_test(page):
     problems = []
     for line, kind, argument in blocks(page.read_text(encoding="utf-8")):
         where = f"{page.relative_to(REPO)}:{line}"
-        if kind.startswith("shown:"):
+        if kind.startswith("shown:") or (page.stem, kind) in RUN_BY:
             continue
         if kind in CODE_DIRECTIVES or (not kind.startswith("{") and kind not in HOST_RUN):
             problems.append(f"{where}: a `{kind or 'plain'}` block, which no test runs")
@@ -77,3 +80,9 @@ def test_blocks_are_found_with_their_line():
     assert blocks(text) == [(3, "console", ""), (7, "{note}", "")]
     marked = "<!-- lab-command:start -->\n```shell-session\n$ docker run\n```\n<!-- lab-command:end -->\n"
     assert blocks(marked) == [(2, "shown:lab-command", "")]
+
+
+@pytest.mark.parametrize("page,kind", sorted(RUN_BY))
+def test_the_tests_that_run_a_pages_blocks_read_that_page(page, kind):
+    for test in RUN_BY[page, kind]:
+        assert f"quickstarts/{page}.md" in (REPO / test).read_text(encoding="utf-8"), test

@@ -1,0 +1,93 @@
+"""The Slurm quickstart's batch lines, run as pasted on the loopback cluster (trainstack.clusters.slurm): read from the
+page as a reader pastes them (shown.page_commands), submitted with bash from a copy of a checkout's examples/ folder,
+waited for, and their output read back.
+
+The one setting this machine needs and a real cluster does not is CROSS_NODE_MPI_ENV (both emulated nodes are one
+host: Open MPI between them over TCP on loopback), set by job_env, beside the variables a login shell has (USER, which
+ch-run requires and CI's environment lacks).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, LoopbackSlurm
+from trainstack.docsite.shown import page_commands
+
+REPO = Path(__file__).resolve().parents[2]
+QUICKSTART = "docs/quickstarts/slurm.md"
+SUBMITTED = re.compile(r"Submitted batch job (\d+)")
+RUNTIME = re.compile(r"^RUNTIME=(\w+) ")
+SCRIPT = re.compile(r"sbatch slurm/([\w-]+)\.sbatch ")
+
+
+@dataclass(frozen=True)
+class BatchLine:
+    runtime: str
+    script: str  # ddp, trainrun-mpi, trainrun-torch
+    command: str  # as the page shows it
+
+    @property
+    def name(self) -> str:
+        return f"{self.runtime}-{self.script}"
+
+
+def page_lines(page: str = QUICKSTART) -> list[str]:
+    return page_commands((REPO / page).read_text(encoding="utf-8"))
+
+
+def batch_lines(page: str = QUICKSTART) -> list[BatchLine]:
+    """The page's `RUNTIME=... sbatch slurm/SCRIPT.sbatch ...` lines."""
+    found = []
+    for command in page_lines(page):
+        runtime, script = RUNTIME.match(command), SCRIPT.search(command)
+        if runtime and script:
+            found.append(BatchLine(runtime[1], script[1], command))
+    return found
+
+
+def checkout_copy(cluster: LoopbackSlurm) -> Path:
+    """A folder every node sees (not /tmp, which each node has of its own) laid out as a checkout: examples/ copied,
+    build/ the clone's own (invoke export's files); returns its examples/, where the page's lines run."""
+    root = Path(cluster.root.parent) / f"checkout-{os.urandom(4).hex()}"
+    shutil.copytree(REPO / "examples", root / "examples", ignore=shutil.ignore_patterns("__pycache__"))
+    (root / "build").symlink_to(REPO / "build")
+    return root / "examples"
+
+
+def job_env(cluster: LoopbackSlurm, **extra: str) -> dict[str, str]:
+    """A login shell's environment on the cluster: the venv's trainrun and Python first on PATH, as after
+    `pip install ./launcher` in an activated venv, no job of a Slurm allocation around the test itself."""
+    env = {name: value for name, value in cluster.env().items()
+           if not name.startswith(("SLURM_", "OMPI_", "PMIX_")) or name == "SLURM_CONF"}
+    env.setdefault("USER", "root" if os.geteuid() == 0 else str(os.geteuid()))
+    return {**env, **CROSS_NODE_MPI_ENV, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}", **extra}
+
+
+def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
+    """Runs the page's line with bash in `cwd`, waits for the job it submitted to leave the queue and returns its
+    output file (sbatch's default, slurm-JOBID.out in the submitting folder)."""
+    submitted = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+    found = SUBMITTED.search(submitted.stdout)
+    assert submitted.returncode == 0 and found, submitted.stdout + submitted.stderr
+    job = found[1]
+    deadline = time.monotonic() + timeout
+    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
+        if time.monotonic() > deadline:
+            subprocess.run(["scancel", job], env=env)
+            raise AssertionError(f"job {job} of `{command}` still ran after {timeout:g} s")
+        time.sleep(1)
+    return (cwd / f"slurm-{job}.out").read_text(errors="replace")
+
+
+def summary(output: str) -> dict:
+    """Rank 0's JSON summary line, after whatever tag a launcher put before it."""
+    line = next(line for line in reversed(output.splitlines()) if '{"workflow"' in line)
+    return json.loads(line[line.index('{"workflow"'):])
