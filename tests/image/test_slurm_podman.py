@@ -3,13 +3,12 @@ cluster of trainstack.clusters.slurm), wired as Enroot's PMI hook wires a contai
 variables passed in, its PMIx folder mounted at the same path, the host's network, IPC and PID namespaces. The image
 is loaded into Podman from `docker save`, once.
 
-The unchanged Horovod example trains on 2 nodes x 2 ranks (srun --mpi=pmix, each task one rank) to the accuracy
-`trainrun mpi -np 4` gives on one host; the Python of the image maps the ranks' variables (a DDP probe with env://);
-and a container without srun's PMIx folder, or of another user than the task's, ends every task in one line.
+The Python of the image maps the ranks' variables (a DDP probe with env://), and a container without srun's PMIx
+folder, or of another user than the task's, ends every task in one line. The quickstart's Podman lines, which train,
+run as pasted in test_slurm_pages.py.
 """
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import tempfile
@@ -17,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+import slurm_pages
 
 from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
@@ -31,12 +31,12 @@ pytestmark = [
 
 EXAMPLES = "/opt/trainstack/examples"
 # What every task's podman gets: srun's variables and the cross-node transport, the PMIx folder (unless told not
-# to), the shared folder, and the limits these VMs allow without CAP_SYS_RESOURCE.
+# to), the shared folder; the limits these VMs allow come from slurm_pages.podman_limits_env.
 # The container runs as the task's user, as Enroot and Apptainer run it (here root, whom the cluster runs jobs as:
 # rootless Podman's --userns=keep-id does the same for a user), whose PMIx folder it can use; TINI_SUBREAPER since
 # with the host's PID namespace the image's tini is not PID 1.
 PODMAN = ('exec podman run --rm --network=host --ipc=host --pid=host {user} --no-healthcheck '
-          '--ulimit nofile=4096:4096 --ulimit nproc=4096:4096 --env TINI_SUBREAPER=1 --env "SLURM_*" --env "PMIX_*" '
+          '--env TINI_SUBREAPER=1 --env "SLURM_*" --env "PMIX_*" '
           '--env "OMPI_MCA_*" {pmix} --volume "$WORK:$WORK" --workdir "$WORK" "$IMAGE" "$@"')
 PMIX_MOUNT = '--volume "$PMIX_SERVER_TMPDIR:$PMIX_SERVER_TMPDIR"'
 TASK_USER = '--user "$(id -u):$(id -g)"'
@@ -72,32 +72,14 @@ def work(cluster) -> Path:
 def srun_in_podman(cluster: LoopbackSlurm, work: Path, image: str, command: list[str], mpi: str = "pmix",
                    pmix_mounted: bool = True, as_task_user: bool = True,
                    timeout: float = 600) -> subprocess.CompletedProcess:
-    env = {**cluster.env(), **CROSS_NODE_MPI_ENV, "WORK": str(work), "IMAGE": image}
+    env = {**cluster.env(), **CROSS_NODE_MPI_ENV, **slurm_pages.podman_limits_env(work), "WORK": str(work),
+           "IMAGE": image}
     script = PODMAN.format(pmix=PMIX_MOUNT if pmix_mounted else "", user=TASK_USER if as_task_user else "")
     started = time.monotonic()
     result = subprocess.run(["srun", f"--mpi={mpi}", "-N2", "-n4", "--kill-on-bad-exit=1", "sh", "-c", script,
                              "podman", *command], env=env, cwd=work, capture_output=True, text=True, timeout=timeout)
     result.seconds = time.monotonic() - started  # type: ignore[attr-defined]
     return result
-
-
-def summary(output: str) -> dict:
-    """Rank 0's JSON line, after whatever tag a launcher put before it."""
-    line = next(line for line in output.splitlines() if '{"workflow"' in line)
-    return json.loads(line[line.index('{"workflow"'):])
-
-
-def test_horovod_mnist_trains_on_two_nodes_as_on_one_host(cluster, work, podman_image, in_image) -> None:
-    trained = srun_in_podman(cluster, work, podman_image, ["python", f"{EXAMPLES}/horovod_torch_mnist.py",
-                                                          "--checkpoint-dir", str(work / "checkpoints")])
-    assert trained.returncode == 0, trained.stderr[-3000:]
-    on_slurm = summary(trained.stdout)
-    assert on_slurm["ranks"] == 4
-    assert (work / "checkpoints").is_dir()
-    one_host = summary(in_image.run(["trainrun", "mpi", "-np", "4", "python", f"{EXAMPLES}/horovod_torch_mnist.py",
-                                   "--checkpoint-dir", "/tmp/checkpoints"], timeout=600))
-    assert one_host["ranks"] == 4
-    assert abs(on_slurm["accuracy"] - one_host["accuracy"]) < 0.02, (on_slurm, one_host)
 
 
 def test_the_images_python_maps_the_ranks_for_ddp_with_env_init(cluster, work, podman_image) -> None:

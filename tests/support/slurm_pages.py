@@ -2,9 +2,9 @@
 page as a reader pastes them (shown.page_commands), submitted with bash from a copy of a checkout's examples/ folder,
 waited for, and their output read back.
 
-The one setting this machine needs and a real cluster does not is CROSS_NODE_MPI_ENV (both emulated nodes are one
-host: Open MPI between them over TCP on loopback), set by job_env, beside the variables a login shell has (USER, which
-ch-run requires and CI's environment lacks).
+What this machine needs and a real cluster does not is set here, each with why: CROSS_NODE_MPI_ENV (both emulated
+nodes are one host: Open MPI between them over TCP on loopback) and USER, which a login shell has, ch-run requires and
+CI's environment lacks (job_env); Podman's default limits, which runc on these VMs cannot raise (podman_limits_env).
 """
 from __future__ import annotations
 
@@ -69,6 +69,15 @@ def job_env(cluster: LoopbackSlurm, **extra: str) -> dict[str, str]:
            if not name.startswith(("SLURM_", "OMPI_", "PMIX_")) or name == "SLURM_CONF"}
     env.setdefault("USER", "root" if os.geteuid() == 0 else str(os.geteuid()))
     return {**env, **CROSS_NODE_MPI_ENV, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}", **extra}
+
+
+def podman_limits_env(folder: Path) -> dict[str, str]:
+    """A containers.conf of limits these VMs allow: runc here cannot raise a container's open files to Podman's
+    default (`error setting rlimit type 7: operation not permitted`), the guide's table gives the same fix to users
+    whose hosts need it; CONTAINERS_CONF makes it Podman's for the job's tasks."""
+    conf = folder / "containers.conf"
+    conf.write_text('[containers]\ndefault_ulimits = ["nofile=4096:4096", "nproc=4096:4096"]\n')
+    return {"CONTAINERS_CONF": str(conf)}
 
 
 def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
