@@ -171,8 +171,9 @@ class BuildSteps:
         """The build's last line: its totals, its critical path and its slowest steps."""
         path = self.critical_path()
         segments = ", ".join(f"{stage} {_step_range(numbers)}" for stage, numbers in _segments(path))
-        slowest = "; ".join(f"{placed.step.number} {shortened(placed.step.instruction, 40)}: {placed.step.wall_s:.0f} s"
-                            for placed in self.slowest(SUMMARY_SHOWN))
+        slowest = "; ".join(
+            f"{placed.step.number} {shortened(placed.step.instruction, SHORT_INSTRUCTION)}: {placed.step.wall_s:.0f} s"
+            for placed in self.slowest(SUMMARY_SHOWN))
         cached = f" ({self.cached} of {len(self.steps)} steps cached)" if self.cached else ""
         return (f"build: {self.wall_s:.0f} s wall, {self.cpu_s:.0f} s CPU{cached}; critical path "
                 f"{sum(placed.step.wall_s for placed in path):.0f} s ({segments}); slowest steps: {slowest}")

@@ -1,0 +1,118 @@
+"""Each step's times from the classic builder's stream (trainstack.image.build_timing): a recorded cold build of the
+cpu image replayed chunk by chunk with the clocks' readings as they were when each chunk arrived
+(fixtures/build-stream-cpu.jsonl), its record and summary line golden; and the stream's odd cases by hand."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from trainstack.image.build_timing import (
+    COLD_BUILD_STEPS,
+    REBUILD_STEPS,
+    BuildSteps,
+    StepTimer,
+    host_cpu_seconds,
+    record_build_steps,
+    shortened,
+)
+
+RECORDED_STREAM = Path(__file__).parent / "fixtures" / "build-stream-cpu.jsonl"
+
+
+def replay(chunks: list[tuple[float, float, str]]) -> BuildSteps:
+    """The steps of a stream given as (wall clock, CPU clock, chunk) as each chunk arrived; the stream ends at the
+    last chunk's readings."""
+    now = [0.0, 0.0]
+    timer = StepTimer(lambda: now[0], lambda: now[1])
+    for wall, cpu, text in chunks:
+        now[:] = [wall, cpu]
+        timer.observe(text)
+    return BuildSteps(timer.finish())
+
+
+def recorded_build() -> BuildSteps:
+    lines = RECORDED_STREAM.read_text(encoding="utf-8").splitlines()
+    return replay([(chunk["wall"], chunk["cpu"], chunk["stream"]) for chunk in map(json.loads, lines)])
+
+
+def test_the_record_of_a_recorded_cold_build_is_golden(golden):
+    golden("build-steps-cpu.json", json.dumps(recorded_build().record(), indent=2) + "\n")
+
+
+def test_the_summary_line_of_a_recorded_cold_build_is_golden(golden):
+    golden("build-steps-cpu-summary.txt", recorded_build().summary() + "\n")
+
+
+def test_the_recorded_build_puts_every_step_in_its_stage_and_its_steps_add_up():
+    steps = recorded_build()
+    assert list(steps.stages) == ["runtime-os", "builder", "stage 2"]
+    assert not steps.cached
+    assert round(steps.wall_s, 1) == steps.record()["wall_s"]
+    assert sum(placed.step.wall_s for placed in steps.critical_path()) <= steps.wall_s
+
+
+SMALL_BUILD = [
+    (0, 0, "Step 1/7 : FROM debian:bookworm-slim AS base"), (0, 0, "\n"), (0, 0, " ---> 1a2b\n"),
+    (1, 1, "Step 2/7 : RUN apt-get update"), (1, 1, "\n"), (1, 1, " ---> Using cache\n ---> 3c4d\n"),
+    (2, 2, "Step 3/7 : FROM base AS compiler\n ---> 3c4d\n"),
+    (3, 3, "Step 4/7 : RUN make -j2   \\\n"), (3, 3, "sent in two chunks\n"),
+    (103, 203, "Step 5/7 : FROM base\n"),
+    (104, 204, "Step 6/7 : RUN useradd trainer\n"),
+    (114, 214, "Step 7/7 : COPY --chown=trainer --from=1 /out /opt\n"),
+    (120, 220, "Successfully built 5e6f\n"),
+]
+
+
+def test_each_step_ends_where_the_next_starts_or_the_stream_ends():
+    steps = replay(SMALL_BUILD)
+    assert [(placed.step.number, placed.step.wall_s, placed.step.cpu_s) for placed in steps.steps] == [
+        (1, 1, 1), (2, 1, 1), (3, 1, 1), (4, 100, 200), (5, 1, 1), (6, 10, 10), (7, 6, 6)]
+    assert [placed.step.number for placed in steps.steps if placed.step.cached] == [2]
+    assert steps.by_number[4].step.instruction == "RUN make -j2   \\"
+
+
+def test_stages_are_named_as_copy_from_names_them_and_waits_follow_from_and_copy_from():
+    steps = replay(SMALL_BUILD)
+    assert steps.stages == {"base": [1, 2], "compiler": [3, 4], "stage 2": [5, 6, 7]}
+    assert steps.by_number[7].copies_from == "compiler"
+    assert steps.waits_on(steps.by_number[1]) == []
+    assert steps.waits_on(steps.by_number[3]) == ["all of base (steps 1-2)"]
+    assert steps.waits_on(steps.by_number[7]) == ["stage 2: steps 5-6", "all of compiler (steps 3-4)"]
+
+
+def test_the_critical_path_runs_through_the_longest_wait():
+    steps = replay(SMALL_BUILD)
+    assert [placed.step.number for placed in steps.critical_path()] == [1, 2, 3, 4, 7]
+    assert steps.record()["critical_path"] == {"wall_s": 109.0, "segments": [
+        {"stage": "base", "steps": "steps 1-2", "wall_s": 2.0},
+        {"stage": "compiler", "steps": "steps 3-4", "wall_s": 101.0},
+        {"stage": "stage 2", "steps": "step 7", "wall_s": 6.0}]}
+    assert steps.summary() == (
+        "build: 120 s wall, 220 s CPU (1 of 7 steps cached); critical path 109 s (base steps 1-2, compiler steps 3-4, "
+        "stage 2 step 7); slowest steps: 4 RUN make -j2 \\: 100 s; 6 RUN useradd trainer: 10 s; "
+        "7 COPY --chown=trainer --from=1 /out /opt: 6 s")
+
+
+def test_a_build_with_cached_steps_is_recorded_as_a_rebuild_beside_the_other_figures(tmp_path):
+    results = tmp_path / "image_build.json"
+    results.write_text(json.dumps({"cpu": {"cold": {"seconds": 1058.5}}, "gpu": {"size": {"size_gb": 9.9}}}))
+    record_build_steps("cpu", replay(SMALL_BUILD), results)
+    cold = [(0, 0, "Step 1/1 : FROM scratch\n"), (5, 7, "Successfully built 1a2b\n")]
+    record_build_steps("cpu", replay(cold), results)
+    written = json.loads(results.read_text())
+    assert written["gpu"] == {"size": {"size_gb": 9.9}}
+    assert set(written["cpu"]) == {"cold", REBUILD_STEPS, COLD_BUILD_STEPS}
+    assert written["cpu"][REBUILD_STEPS]["cached_steps"] == 1
+    assert written["cpu"][COLD_BUILD_STEPS]["wall_s"] == 5.0
+    assert written["cpu"][COLD_BUILD_STEPS]["machine"].endswith("cores")
+
+
+def test_an_instruction_is_shown_on_one_line_cut_to_its_length():
+    assert shortened("RUN a \\\n   && b") == "RUN a \\ && b"
+    assert shortened("RUN " + "x" * 200, 20) == "RUN xxxxxxxxxxxxx..."
+
+
+def test_the_host_cpu_clock_counts_up():
+    first = host_cpu_seconds()
+    sum(range(2_000_000))
+    assert host_cpu_seconds() >= first > 0
