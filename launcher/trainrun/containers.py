@@ -57,8 +57,9 @@ class ContainerRoute:
         """The words before the rank's command: `sh -c 'exec RUNTIME ... IMAGE "$@"' RUNTIME`."""
         if self.runtime in ("host", "pyxis"):
             return []
-        container = {"apptainer": self._apptainer, "podman": self._podman,
-                     "charliecloud": self._charliecloud}[self.runtime]()
+        if self.runtime == "charliecloud":
+            return ["sh", "-c", self._charliecloud(), self.runtime]
+        container = {"apptainer": self._apptainer, "podman": self._podman}[self.runtime]()
         return ["sh", "-c", container + ' "$@"', self.runtime]
 
     def _mounted(self) -> list[str]:
@@ -89,8 +90,10 @@ class ContainerRoute:
         return "exec " + " ".join([*words, "--workdir", shlex.quote(self.workdir), shlex.quote(self.image)])
 
     def _charliecloud(self) -> str:
-        lines = []
-        words = ["ch-run", "--set-env"]
+        # The tasks of a node join one container: one SquashFS mount per node and step (a mount point of each task's
+        # own races: `can't mkdir ...: File exists`), on the node's /tmp, removed by the last task to leave.
+        lines = ['dir="/tmp/$USER.ch.$SLURM_JOB_ID.$SLURM_STEP_ID"', 'mkdir -p "$dir"']
+        words = ["ch-run", "--join", "--join-tag", '"$SLURM_JOB_ID.$SLURM_STEP_ID"', "-m", '"$dir"', "--set-env"]
         if self.pmix:
             # The PMIx folder is known in the task only: its image folder is picked there.
             lines.append(f'pmix_mount=$(case "{PMIX_DIR}/" in '
@@ -100,8 +103,8 @@ class ContainerRoute:
         for point in dict.fromkeys(mount_point("--container-runtime charliecloud", folder)
                                    for folder in self._mounted()):
             words += ["-b", shlex.quote(point)]
-        words += ["-c", shlex.quote(self.workdir), shlex.quote(self.image), "--"]
-        return "; ".join([*lines, "exec " + " ".join(words)])
+        words += ["-c", shlex.quote(self.workdir), shlex.quote(self.image), "--", '"$@"']
+        return "; ".join([*lines, " ".join(words), "code=$?", 'rmdir "$dir" 2>/dev/null', 'exit "$code"'])
 
 
 def _shell_pair(variable: str) -> str:

@@ -135,7 +135,7 @@ def detect_machine(backend: str) -> Machine:
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
         local_names=host_names() if backend in ("mpi", "horovod") else (),
         interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
-        slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch") else None,
+        slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch", "spark") else None,
         cwd=os.getcwd(),
     )
 

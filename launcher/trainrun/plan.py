@@ -82,11 +82,13 @@ class Plan:
     # A folder every node sees, for the ranks' status records (trainrun.rank.status), where ranks run on nodes whose
     # /tmp is their own (a Slurm job's); None: this host's temporary folder.
     status_parent: str | None = None
+    # The image every rank runs in, from its files rather than this host's (trainrun.containers).
+    container_image: str | None = None
 
     def ranks_start_here(self) -> bool:
-        """Whether every rank starts on this host, from its files: none on other hosts over ssh or on Spark
-        executors elsewhere."""
-        return self.remote is None and self.local_ranks > 0
+        """Whether every rank starts on this host, from its files: none on other hosts over ssh, on Spark executors
+        elsewhere or in an image."""
+        return self.remote is None and self.local_ranks > 0 and self.container_image is None
 
     def to_dict(self) -> dict:
         plan: dict = {"backend": self.backend, "launcher": self.launcher, "ranks": self.ranks,
@@ -109,6 +111,8 @@ class Plan:
             plan["remote"] = self.remote.to_dict()
         if self.status_parent is not None:
             plan["status_parent"] = self.status_parent
+        if self.container_image is not None:
+            plan["container_image"] = self.container_image
         return plan
 
     def to_json(self) -> str:

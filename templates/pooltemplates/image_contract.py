@@ -43,5 +43,6 @@ TORCH_EXTENSIONS_DIR = "/tmp/torch-extensions"
 # Where the image keeps the sources of the two distributions it installs.
 LOCAL_PACKAGE_DIRS = {"launcher": "/opt/trainstack/src/launcher", "templates": "/opt/trainstack/src/templates"}
 # Folders of the image's file system that a cluster's folders are bound onto at the same path, where a runtime cannot
-# make a mount point in the read-only image (Charliecloud): homes, scratch and Slurm's spool (srun's PMIx folder).
+# make a mount point in the read-only image (Charliecloud): homes, temporary folders, Slurm's spool (srun's PMIx
+# folder).
 MOUNT_POINTS = ("/home", "/root", "/tmp", "/var/tmp", "/var/spool", "/mnt", "/srv")

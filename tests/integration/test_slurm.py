@@ -128,37 +128,50 @@ def test_trainrun_mpi_inside_salloc_starts_the_ranks_through_srun(cluster, work)
 
 
 @pytest.fixture(scope="module")
-def one_host_accuracy() -> float:
-    """The DDP example under `trainrun mpi -np 4` on this host, outside Slurm: what the pages' lines must reach."""
-    out = Path(tempfile.mkdtemp(dir="/var/tmp"))
-    try:
-        env = {name: value for name, value in os.environ.items() if not name.startswith(("SLURM_", "OMPI_", "PMIX_"))}
-        env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
-        result = run(["trainrun", "mpi", "-np", "4", sys.executable, "ddp_torch_mnist.py", "--checkpoint-dir",
-                      str(out)], env, EXAMPLES, timeout=300)
-        assert result.returncode == 0, result.stderr
-        return slurm_pages.summary(result.stdout)["accuracy"]
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+def one_host_accuracy():
+    """The DDP example under `trainrun mpi -np N` on this host, outside Slurm, once for each N: what the pages' lines
+    of N ranks must reach."""
+    found: dict[int, float] = {}
+
+    def accuracy(ranks: int) -> float:
+        if ranks not in found:
+            out = Path(tempfile.mkdtemp(dir="/var/tmp"))
+            try:
+                env = {name: value for name, value in os.environ.items()
+                       if not name.startswith(("SLURM_", "OMPI_", "PMIX_"))}
+                env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
+                result = run(["trainrun", "mpi", "-np", str(ranks), sys.executable, "ddp_torch_mnist.py",
+                              "--checkpoint-dir", str(out)], env, EXAMPLES, timeout=300)
+                assert result.returncode == 0, result.stderr
+                found[ranks] = slurm_pages.summary(result.stdout)["accuracy"]
+            finally:
+                shutil.rmtree(out, ignore_errors=True)
+        return found[ranks]
+
+    return accuracy
 
 
 HOST_LINES = [line for line in slurm_pages.batch_lines() if line.runtime == "host"]
 
 
-def test_the_quickstart_shows_the_host_route_of_both_trainrun_scripts() -> None:
-    assert sorted(line.script for line in HOST_LINES) == ["trainrun-mpi", "trainrun-torch"]
+def test_the_quickstart_shows_the_host_route_of_the_trainrun_scripts() -> None:
+    assert sorted(line.script for line in HOST_LINES) == ["trainrun-mpi", "trainrun-spark", "trainrun-torch"]
 
 
 @pytest.mark.parametrize("line", HOST_LINES, ids=[line.name for line in HOST_LINES])
 def test_the_quickstarts_host_line_trains_on_two_nodes_as_on_one_host(cluster, line, one_host_accuracy) -> None:
     """The line as pasted, from a checkout's examples/ folder: trainrun (pip install ./launcher, the venv's here) and
-    the nodes' own Python, with no start-up hook of the images' (docs/quickstarts/slurm.md)."""
+    the nodes' own Python, with no start-up hook of the images' (docs/quickstarts/slurm.md). The Spark script's
+    pool is gone afterwards."""
     examples = slurm_pages.checkout_copy(cluster)
     output = slurm_pages.run_line(line.command, examples, slurm_pages.job_env(cluster), timeout=300)
     got = slurm_pages.summary(output)
-    assert got["ranks"] == 4, output
-    assert abs(got["accuracy"] - one_host_accuracy) < 0.02, output
+    assert abs(got["accuracy"] - one_host_accuracy(got["ranks"])) < 0.02, output
+    assert got["ranks"] == (2 if line.script == "trainrun-spark" else 4), output
     assert (examples / "checkpoints" / "model.pt").exists()
+    if line.script == "trainrun-spark":
+        assert "2 workers registered" in output
+        assert not list((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
 
 
 def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> None:
@@ -198,6 +211,35 @@ def test_an_exported_squashfs_runs_on_every_task_under_charliecloud(cluster, wor
     assert result.returncode == 0, result.stderr
     assert sorted(line.split()[0] for line in result.stdout.splitlines()) == ["0", "1"]
     assert all(line.split()[1].startswith("12.") for line in result.stdout.splitlines())
+
+
+def processes_of_job(job_id: str) -> list[str]:
+    """The command lines of processes still running for a Slurm job (its id in their environment)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            if f"SLURM_JOB_ID={job_id}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+        except OSError:
+            continue
+    return found
+
+
+def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both_nodes(cluster, work) -> None:
+    """No --master inside an allocation: trainrun starts a Spark pool for the job (master here, a worker on each
+    node through srun, a secret of the job's own), runs the barrier stage on it and stops it."""
+    env = job_env(cluster, work, COLLECTIVE="gloo")
+    result = run(["salloc", "-N2", "trainrun", "spark", "-np", "2", str(RANK_REPORT)], env, work, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "a Spark pool for this job, master spark://n1:" in result.stderr
+    assert "2 workers registered" in result.stderr
+    got = reports(work)
+    assert [got[rank]["allreduce"] for rank in range(2)] == [3.0, 3.0]
+    assert {report["slurm_node"] for report in got.values()} == {"n1", "n2"}
+    assert all(report["java_ancestor"] for report in got.values())  # an executor's task, not local mode
+    job_id = next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line)
+    assert processes_of_job(job_id) == []
+    assert not list((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
 
 
 def test_the_selftest_passes_inside_an_allocation(cluster, work) -> None:

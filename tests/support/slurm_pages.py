@@ -44,12 +44,12 @@ def page_lines(page: str = QUICKSTART) -> list[str]:
 
 
 def batch_lines(page: str = QUICKSTART) -> list[BatchLine]:
-    """The page's `RUNTIME=... sbatch slurm/SCRIPT.sbatch ...` lines."""
+    """The page's `[RUNTIME=...] sbatch slurm/SCRIPT.sbatch ...` lines (without RUNTIME, the nodes' own Python)."""
     found = []
     for command in page_lines(page):
         runtime, script = RUNTIME.match(command), SCRIPT.search(command)
-        if runtime and script:
-            found.append(BatchLine(runtime[1], script[1], command))
+        if script:
+            found.append(BatchLine(runtime[1] if runtime else "host", script[1], command))
     return found
 
 

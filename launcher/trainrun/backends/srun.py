@@ -103,7 +103,8 @@ class SrunMpiPlanner:
         note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}"
                                            + in_container(route))
         return Plan(backend="mpi (srun)", argv=argv, env=env, ranks=ntasks, local_ranks=local, launcher="srun",
-                    output_tags="lines" if label else "none", notes=(note,), run=job.run, status_parent=statuses)
+                    output_tags="lines" if label else "none", notes=(note,), run=job.run, status_parent=statuses,
+                    container_image=route.image if route else None)
 
 
 class SrunTorchPlanner:
@@ -137,7 +138,7 @@ class SrunTorchPlanner:
                                            f"c10d at {endpoint}" + in_container(route))
         return Plan(backend="torch (srun)", argv=argv, env=env, ranks=ranks, local_ranks=nproc, launcher="srun",
                     output_tags="lines" if tagged else "none", notes=(*deepspeed_notes(job, ranks), note),
-                    run=job.run, status_parent=statuses)
+                    run=job.run, status_parent=statuses, container_image=route.image if route else None)
 
 
 def route_of(job: MpiJob | TorchJob, machine: Machine, env: dict[str, str], statuses: str,

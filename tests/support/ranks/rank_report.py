@@ -45,7 +45,7 @@ def main() -> None:
     env = {name: os.environ.get(name) for name in NAMES}
     rank = int(env["RANK"])
     report = {"env": env, "allreduce": allreduce(os.environ.get("COLLECTIVE", "none"), rank), "pid": os.getpid(),
-              "java_ancestor": nearest_java_ancestor()}
+              "java_ancestor": nearest_java_ancestor(), "slurm_node": os.environ.get("SLURMD_NODENAME")}
     with open(os.path.join(os.environ["REPORT_DIR"], f"rank-{rank}.json"), "w") as f:
         json.dump(report, f)
     print(f"rank {rank} done", flush=True)

@@ -69,6 +69,10 @@ CASES = {
     "torch_srun_in_allocation": (["torch", "--nnodes", "2", "--nproc-per-node", "2", "train.py"],
                                  {"slurm": ALLOCATION}),
     "torch_single_node_in_allocation": (["torch", "--nproc-per-node", "2", "train.py"], {"slurm": ALLOCATION}),
+    # Inside salloc or sbatch with no master: a pool across the allocation's nodes for this job.
+    "spark_pool_in_allocation": (["spark", "-np", "2", "train.py"], {"slurm": ALLOCATION}),
+    "spark_template_pool_in_allocation": (["spark", "--template", "cpu-pool", "-np", "4", "train.py"],
+                                          {"slurm": ALLOCATION}),
     # The image on every task (trainrun.containers), from the working folder /home/alice/mnist.
     "mpi_srun_podman_as_root": (["mpi", "-np", "4", "--container-runtime", "podman", "--container-image",
                                  "ghcr.io/trainstack/trainstack:cpu", "python", "train.py"],

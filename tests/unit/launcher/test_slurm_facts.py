@@ -193,3 +193,11 @@ def test_a_gpu_index_srun_did_not_leave_the_task_is_a_problem(device, visible, p
     found = hook.gpu_index_problem(device, {**STEP, "CUDA_VISIBLE_DEVICES": visible})
     assert (found is None) if problem is None else (problem in found)
     assert hook.gpu_index_problem(device, {"CUDA_VISIBLE_DEVICES": visible}) is None  # outside a step
+
+
+def test_ranks_in_an_image_are_not_checked_against_this_hosts_files(plan_for) -> None:
+    """The script of a container route is the image's (/opt/trainstack/examples/...), not this host's."""
+    alloc = Allocation("7", ("n1", "n2"), (2, 2))
+    image = ["--container-runtime", "podman", "--container-image", "ghcr.io/trainstack/trainstack:cpu"]
+    assert not plan_for(["mpi", "-np", "4", *image, "python", "/opt/x.py"], slurm=alloc).ranks_start_here()
+    assert plan_for(["mpi", "-np", "4", "python", "x.py"], slurm=alloc).ranks_start_here()

@@ -134,13 +134,22 @@ class SparkPlanner:
         conf = self._conf(job, use_gpu)
         if use_gpu and TASK_GPUS not in conf:
             raise UsageError("--use-gpu", True, valid=f"a template or --conf that sets {TASK_GPUS}")
-        master = job.master or conf.get("spark.master") or f"local[{job.num_processes}]"
+        pool = None
+        if machine.slurm is not None and not job.master and "spark.master" not in conf:
+            # Inside salloc or sbatch: a pool across the allocation's nodes, started for this job.
+            from .allocation_pool import plan_pool  # not at import: `python -m` runs that module
+
+            pool = plan_pool(machine.slurm, job.num_processes, conf, machine.free_port, use_gpu)
+        master = job.master or conf.get("spark.master") or (pool.master_url if pool else
+                                                            f"local[{job.num_processes}]")
         option = "--master" if job.master else "spark.master"
         standalone_masters = spark_master(option, master)
         check_discovery_scripts(conf, master)
-        if job.check_master:
+        if job.check_master and pool is None:
             check_reachable(option, master, standalone_masters)
         argv = driver_argv(job, machine.python, master, use_gpu, conf, shown)
+        if pool is not None:
+            argv = pool.argv(machine.python, argv)
         env = run_env(job.run)
         if machine.spark_home and "SPARK_HOME" not in machine.environ:
             env["SPARK_HOME"] = machine.spark_home  # local-cluster starts executors from SPARK_HOME
@@ -149,10 +158,10 @@ class SparkPlanner:
             env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
         if "PYSPARK_PYTHON" not in machine.environ:
             env["PYSPARK_PYTHON"] = machine.python
-        notes = () if job.master or "spark.master" in conf else (
+        notes = () if job.master or "spark.master" in conf else (pool.note(machine.slurm.job_id),) if pool else (
             f"no --master: Spark runs every rank on this host ({master}); a pool's: --master spark://HOST:7077 "
             "(invoke pool.status prints it)",)
-        return Plan(backend="spark", argv=argv, env=env, spark_conf=dict(conf), ranks=job.num_processes,
+        return Plan(backend="spark (Slurm pool)" if pool else "spark", argv=argv, env=env, spark_conf=dict(conf), ranks=job.num_processes,
                     local_ranks=job.num_processes if master.startswith("local") else 0, launcher=DRIVER,
                     output_tags="lines", master=master, notes=notes, run=job.run)
 
