@@ -237,9 +237,42 @@ def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both
     assert [got[rank]["allreduce"] for rank in range(2)] == [3.0, 3.0]
     assert {report["slurm_node"] for report in got.values()} == {"n1", "n2"}
     assert all(report["java_ancestor"] for report in got.values())  # an executor's task, not local mode
-    job_id = next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line)
+    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line))
+
+
+def no_pool_left(job_id: str, seconds: float = 15) -> None:
+    """Within `seconds`, no process of the job on either node (master, srun, workers, executors) and no pool folder
+    (its secret) in the home folder."""
+    deadline = time.monotonic() + seconds
+    while processes_of_job(job_id) and time.monotonic() < deadline:
+        time.sleep(0.5)
     assert processes_of_job(job_id) == []
     assert not list((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
+
+
+def test_a_failed_rank_on_the_allocations_pool_is_named_and_leaves_nothing(cluster, work) -> None:
+    (work / "fails.py").write_text("import os, sys, time\ntime.sleep(1)\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
+    result = run(["salloc", "-N2", "trainrun", "spark", "-np", "2", "fails.py"], job_env(cluster, work), work,
+                 timeout=300)
+    assert result.returncode == 3, result.stderr
+    assert "trainrun: rank 1 exited with code 3" in result.stderr
+    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line))
+
+
+def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:
+    """The batch shell's trainrun and the pool get scancel's SIGTERM, then SIGKILL after KillWait (5 s here)."""
+    out = work / "cancelled.out"
+    (work / "sleeps.py").write_text("import time\ntime.sleep(300)\n")
+    submitted = run(["sbatch", "-N2", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
+                    job_env(cluster, work), work)
+    job_id = submitted.stdout.split()[-1]
+    deadline = time.monotonic() + 180
+    while "workers registered" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert "workers registered" in out.read_text()
+    time.sleep(3)  # the stage's tasks running
+    subprocess.run(["scancel", job_id], env=cluster.env(), check=True)
+    no_pool_left(job_id, seconds=20)
 
 
 def test_the_selftest_passes_inside_an_allocation(cluster, work) -> None:

@@ -49,6 +49,7 @@ class BarrierStage:
     framework: str  # FRAMEWORKS
     use_gpu: bool
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
+    rank_cwd: str | None = None  # where each rank starts; None: its executor's work folder
 
     def run(self, run: RunOptions) -> None:
         """Runs the stage here, with the exit barrier and the timeout of `run`; raises JobFailed as trainrun's
@@ -147,7 +148,8 @@ class SparkPlanner:
         check_discovery_scripts(conf, master)
         if job.check_master and pool is None:
             check_reachable(option, master, standalone_masters)
-        argv = driver_argv(job, machine.python, master, use_gpu, conf, shown)
+        # A pool of the allocation runs the ranks in the job's folder, which every node sees, as srun's tasks.
+        argv = driver_argv(job, machine.python, master, use_gpu, conf, shown, machine.cwd if pool else None)
         if pool is not None:
             argv = pool.argv(machine.python, argv)
         env = run_env(job.run)
@@ -203,7 +205,7 @@ class SparkPlanner:
 
 
 def driver_argv(job: SparkJob, python: str, master: str, use_gpu: bool, conf: Mapping[str, str],
-                shown: str | None) -> list[str]:
+                shown: str | None, rank_cwd: str | None = None) -> list[str]:
     """`python -m trainrun.backends.spark.driver OPTIONS -- RANK_ARGS`, read by the driver's parse_args."""
     argv = [python, "-m", DRIVER_MODULE, "--master", master, "--num-processes", str(job.num_processes),
             "--framework", job.framework, "--use-gpu" if use_gpu else "--no-gpu"]
@@ -213,6 +215,8 @@ def driver_argv(job: SparkJob, python: str, master: str, use_gpu: bool, conf: Ma
         argv.append("--verbose")
     if shown is not None:
         argv += ["--ranks-filter", shown]
+    if rank_cwd is not None:
+        argv += ["--rank-cwd", rank_cwd]
     return [*argv, "--", *job.program.rank_args()]
 
 

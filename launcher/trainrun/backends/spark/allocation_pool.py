@@ -148,8 +148,9 @@ def run_pool(pool: AllocationPool, driver: Sequence[str], conf_parent: str) -> i
         started["the driver"] = subprocess.Popen(list(driver), env=env)
         return started["the driver"].wait()
     finally:
-        _stop(list(reversed(started.values())))
+        # The secret first: a SIGKILL (scancel's, KillWait after its SIGTERM) may cut the rest short.
         shutil.rmtree(conf_dir, ignore_errors=True)
+        _stop(list(reversed(started.values())))
 
 
 def _wait_for_workers(pool: AllocationPool, ui_port: int, started: Mapping[str, subprocess.Popen]) -> None:

@@ -55,7 +55,7 @@ def run_barrier_job(stage: BarrierStage, exit_barrier_timeout: float | None = No
     server = OutputServer(host, lambda failure: sc.cancelJobGroup(group),
                           on_event=_status_writer(status_dir) if status_dir and os.path.isdir(status_dir) else None)
     config = TaskConfig(stage.num_processes, stage.program, stage.framework, stage.use_gpu, server.address, payload,
-                        stage.ranks_filter, token=server.token, job_id=job_id)
+                        stage.ranks_filter, token=server.token, job_id=job_id, rank_cwd=stage.rank_cwd)
     lifecycle = Lifecycle(stage.num_processes, STAGE, timeout,
                           math.inf if exit_barrier_timeout is None else exit_barrier_timeout, time.monotonic())
     watch = StageWatch(server, lifecycle, lambda: sc.cancelJobGroup(group)) \
@@ -134,6 +134,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--conf", action="append", default=[])
     parser.add_argument("--verbose", action="store_true", help="Spark's own warnings and log lines too")
     parser.add_argument("--ranks-filter", help="show only these ranks' output, e.g. 0 or 0,1")
+    parser.add_argument("--rank-cwd", help="the folder each rank starts in (default: its executor's)")
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
 
 
@@ -207,7 +208,7 @@ def main(argv: Sequence[str]) -> int:
 
     stage = BarrierStage(session=session, num_processes=args.num_processes,
                          program=program_from_rank_args(rank_args), framework=args.framework, use_gpu=args.use_gpu,
-                         ranks_filter=args.ranks_filter)
+                         ranks_filter=args.ranks_filter, rank_cwd=args.rank_cwd)
     stop = _QuietStop(session, args.verbose)
     try:
         result = run_barrier_job(stage)

@@ -38,6 +38,7 @@ class TaskConfig:
     shown_ranks: str | None = None  # --ranks-filter: only these ranks' output, e.g. "0,1"
     token: str = ""  # proves the task's connection to the driver's output server (trainrun...spark.output)
     job_id: str = ""  # trainrun's job id: names the task's directory, so that trainrun finds it if Spark kills the task
+    rank_cwd: str | None = None  # where each rank starts (the job's folder every node sees); None: the executor's
 
 
 @dataclass(frozen=True)
@@ -154,8 +155,8 @@ def run_barrier_task(config: TaskConfig, _partition: Iterator) -> Iterator[bytes
         if port_holder is not None:
             port_holder.close()
         client.send_start(task_index)
-        proc = subprocess.Popen(argv, env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                preexec_fn=_die_with_parent)
+        proc = subprocess.Popen(argv, env={**os.environ, **env}, cwd=config.rank_cwd, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, preexec_fn=_die_with_parent)
         code = pump_output(proc, lambda line: client.send_line(f"[rank {task_index}] {line}"))
         ended = read_status(workdir).exits.get(task_index)
         exit_code, signal_text = (ended.exit_code, ended.signal) if ended else exit_of_returncode(code)
