@@ -163,7 +163,7 @@ def test_the_quickstarts_host_line_trains_on_two_nodes_as_on_one_host(cluster, l
     """The line as pasted, from a checkout's examples/ folder: trainrun (pip install ./launcher, the venv's here) and
     the nodes' own Python, with no start-up hook of the images' (docs/quickstarts/slurm.md). The Spark script's
     pool is gone afterwards."""
-    examples = slurm_pages.checkout_copy(cluster)
+    examples, before = slurm_pages.checkout_copy(cluster), pool_folders()
     output = slurm_pages.run_line(line.command, examples, slurm_pages.job_env(cluster), timeout=300)
     got = slurm_pages.summary(output)
     assert abs(got["accuracy"] - one_host_accuracy(got["ranks"])) < 0.02, output
@@ -171,7 +171,7 @@ def test_the_quickstarts_host_line_trains_on_two_nodes_as_on_one_host(cluster, l
     assert (examples / "checkpoints" / "model.pt").exists()
     if line.script == "trainrun-spark":
         assert "2 workers registered" in output
-        assert not list((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
+        assert pool_folders() <= before
 
 
 def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> None:
@@ -228,7 +228,7 @@ def processes_of_job(job_id: str) -> list[str]:
 def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both_nodes(cluster, work) -> None:
     """No --master inside an allocation: trainrun starts a Spark pool for the job (master here, a worker on each
     node through srun, a secret of the job's own), runs the barrier stage on it and stops it."""
-    env = job_env(cluster, work, COLLECTIVE="gloo")
+    env, before = job_env(cluster, work, COLLECTIVE="gloo"), pool_folders()
     result = run(["salloc", "-N2", "trainrun", "spark", "-np", "2", str(RANK_REPORT)], env, work, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "a Spark pool for this job, master spark://n1:" in result.stderr
@@ -237,31 +237,39 @@ def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both
     assert [got[rank]["allreduce"] for rank in range(2)] == [3.0, 3.0]
     assert {report["slurm_node"] for report in got.values()} == {"n1", "n2"}
     assert all(report["java_ancestor"] for report in got.values())  # an executor's task, not local mode
-    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line))
+    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line),
+                 before)
 
 
-def no_pool_left(job_id: str, seconds: float = 15) -> None:
+def pool_folders() -> set[Path]:
+    """The pools' folders (each with its secret) in the home folder."""
+    return set((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
+
+
+def no_pool_left(job_id: str, before: set[Path], seconds: float = 15) -> None:
     """Within `seconds`, no process of the job on either node (master, srun, workers, executors) and no pool folder
-    (its secret) in the home folder."""
+    (its secret) beyond those there `before` it."""
     deadline = time.monotonic() + seconds
     while processes_of_job(job_id) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert processes_of_job(job_id) == []
-    assert not list((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
+    assert pool_folders() <= before
 
 
 def test_a_failed_rank_on_the_allocations_pool_is_named_and_leaves_nothing(cluster, work) -> None:
+    before = pool_folders()
     (work / "fails.py").write_text("import os, sys, time\ntime.sleep(1)\nsys.exit(3 if os.environ['RANK'] == '1' else 0)\n")
     result = run(["salloc", "-N2", "trainrun", "spark", "-np", "2", "fails.py"], job_env(cluster, work), work,
                  timeout=300)
     assert result.returncode == 3, result.stderr
     assert "trainrun: rank 1 exited with code 3" in result.stderr
-    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line))
+    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line),
+                 before)
 
 
 def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:
     """The batch shell's trainrun and the pool get scancel's SIGTERM, then SIGKILL after KillWait (5 s here)."""
-    out = work / "cancelled.out"
+    out, before = work / "cancelled.out", pool_folders()
     (work / "sleeps.py").write_text("import time\ntime.sleep(300)\n")
     submitted = run(["sbatch", "-N2", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
                     job_env(cluster, work), work)
@@ -272,7 +280,54 @@ def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) 
     assert "workers registered" in out.read_text()
     time.sleep(3)  # the stage's tasks running
     subprocess.run(["scancel", job_id], env=cluster.env(), check=True)
-    no_pool_left(job_id, seconds=20)
+    no_pool_left(job_id, before, seconds=20)
+
+
+OTHER_USER = "trainstack-other"
+IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
+
+
+@pytest.fixture
+def other_user():
+    """A second Unix user of the nodes, removed afterwards."""
+    if subprocess.run(["id", OTHER_USER], capture_output=True).returncode != 0:
+        subprocess.run(["useradd", "--no-create-home", "--shell", "/bin/sh", OTHER_USER], check=True)
+    yield OTHER_USER
+    subprocess.run(["userdel", OTHER_USER], capture_output=True)
+
+
+@pytest.mark.long
+def test_another_user_of_the_nodes_cannot_submit_to_the_allocations_pool(cluster, work, other_user) -> None:
+    """While a job's pool runs, another user cannot read its secret, and a driver of theirs is refused by the master:
+    its application never registers, so no executor ever runs their code (Spark gives up after its 3 tries of 20 s).
+    Their driver is the built image's PySpark, run as another uid on the nodes' network."""
+    if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
+        pytest.skip(f"no {IMAGE} here (invoke build)")
+    out, before = work / "pool.out", pool_folders()
+    (work / "sleeps.py").write_text("import time\ntime.sleep(300)\n")
+    submitted = run(["sbatch", "-N2", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
+                    job_env(cluster, work), work)
+    job_id = submitted.stdout.split()[-1]
+    try:
+        deadline = time.monotonic() + 180
+        while "workers registered" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.5)
+        master = next(word.rstrip(",") for word in out.read_text().split() if word.startswith("spark://"))
+        secret = next(iter(pool_folders() - before)) / "spark-defaults.conf"
+        peek = subprocess.run(["runuser", "-u", other_user, "--", "cat", str(secret)], capture_output=True, text=True)
+        assert peek.returncode != 0 and "Permission denied" in peek.stderr
+        # Their driver: the image's PySpark and Java, as the image's user (uid 1000, not the job's) on the nodes'
+        # network, with no secret.
+        driver = ("from pyspark.sql import SparkSession\n"
+                  f"spark = SparkSession.builder.master({master.replace('n1', '127.0.0.1')!r}).getOrCreate()\n"
+                  "print('counted', spark.sparkContext.parallelize(range(4), 2).count())\n")
+        intruder = run(["docker", "run", "--rm", "--network", "host", IMAGE, "python", "-c", driver], dict(os.environ),
+                       work, timeout=240)
+        assert intruder.returncode != 0 and "counted" not in intruder.stdout, intruder.stdout + intruder.stderr
+        assert "All masters are unresponsive" in intruder.stderr, intruder.stderr[-3000:]
+    finally:
+        subprocess.run(["scancel", job_id], env=cluster.env())
+    no_pool_left(job_id, before, seconds=20)
 
 
 def test_the_selftest_passes_inside_an_allocation(cluster, work) -> None:

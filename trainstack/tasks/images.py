@@ -313,16 +313,17 @@ GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks
     "gpu-flavor": "the flavor --gpu-build builds and tests: gpu (default) or gpu-cu13",
     "upstream": "instead: Horovod's own suites (tests/upstream) in the cpu image, MPI and Gloo, and PySpark's "
                 "distributor suites with the classes Spark's CI skips as slow (~32 min)",
-    "long": "instead: the image tests marked `long`, which CI's run leaves out (minutes each)",
+    "long": "instead: the integration and image tests marked `long`, which CI's run leaves out (minutes each)",
 })
 @reports_errors
 def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstream=False, long=False):
     """Run the tests (one tier, or all); --upstream: Horovod's and PySpark's own suites in the cpu image instead;
-    --long: the long image tests instead."""
+    --long: the long integration and image tests instead."""
     if tier is not None and tier not in TEST_TIERS:
         raise bad_value("--tier", tier, "is not a test tier", ", ".join(TEST_TIERS))
     if long:
-        c.run(f"{sys.executable} -m pytest tests/image -m long {pytest_args}", env={"TRAINSTACK_LONG": "1"},
+        c.run(f"{sys.executable} -m pytest tests/integration tests/image -m long {pytest_args}",
+              env={"TRAINSTACK_LONG": "1"},
               pty=sys.stdout.isatty())
         return
     if upstream:
