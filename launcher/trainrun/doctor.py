@@ -20,6 +20,7 @@ from . import cma
 from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
+from .slurm import allocation as slurm_allocation
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
 REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "mpi4py", "cloudpickle", "psutil")
@@ -293,6 +294,7 @@ def slurm_checks(facts: Facts) -> list[Check]:
                             "NCCL's IB transport) registers memory beyond it",
                             "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf, or srun --propagate=MEMLOCK "
                             "from a shell with ulimit -l unlimited"))
+    checks += spark_pool_checks(facts)
     visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     local_rank = environ.get("SLURM_LOCALID", "")
     if "SLURM_STEP_NUM_TASKS" in environ and visible and local_rank.isdigit() and int(local_rank) >= len(visible):
@@ -301,6 +303,23 @@ def slurm_checks(facts: Facts) -> list[Check]:
                             "not exist", "use cuda:0, or LOCAL_RANK % torch.cuda.device_count(); or --gpus-per-node "
                             "instead of --gpus-per-task"))
     return checks
+
+
+def spark_pool_checks(facts: Facts) -> list[Check]:
+    """In the shell of an allocation, the pool `trainrun spark` without a master would start
+    (trainrun.backends.spark.allocation_pool): where, and what it needs here."""
+    allocation = slurm_allocation(facts.environ)
+    if allocation is None:
+        return []
+    where = (f"trainrun spark with no --master starts a pool here: its master on {allocation.nodes[0]} (a free port "
+             f"there, the UI on another), a worker on each of {', '.join(allocation.nodes)} through srun; no worker "
+             "reports GPUs (a pool of trainrun's gives none yet)")
+    missing = [name for name, present in (("PySpark", facts.packages.get("pyspark")), ("Java", facts.java))
+               if not present]
+    if missing:
+        return [Check("spark-pool", "warn", f"{where}, but {' and '.join(missing)} is missing here",
+                      "pip install pyspark, and Java 17 (apt-get install openjdk-17-jre-headless)")]
+    return [Check("spark-pool", "ok", where)]
 
 
 def run_checks(facts: Facts) -> list[Check]:

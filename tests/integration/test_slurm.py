@@ -283,6 +283,22 @@ def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) 
     no_pool_left(job_id, before, seconds=20)
 
 
+@pytest.mark.long
+def test_the_time_limit_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:
+    """Slurm's minute granularity: --time=1 ends the job a minute or so in, as scancel would (SIGTERM, KillWait)."""
+    out, before = work / "limited.out", pool_folders()
+    (work / "sleeps.py").write_text("import time\ntime.sleep(600)\n")
+    submitted = run(["sbatch", "-N2", "--time=1", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
+                    job_env(cluster, work), work)
+    job_id = submitted.stdout.split()[-1]
+    deadline = time.monotonic() + 240
+    while subprocess.run(["squeue", "-h", "-j", job_id], env=cluster.env(), capture_output=True,
+                         text=True).stdout.strip() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert "DUE TO TIME LIMIT" in out.read_text(), out.read_text()
+    no_pool_left(job_id, before, seconds=20)
+
+
 OTHER_USER = "trainstack-other"
 IMAGE = os.environ.get("TRAINSTACK_TEST_IMAGE", "trainstack:cpu")
 

@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -27,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainstack.errors import TrainstackError
+from trainstack.image.matrix import REPO_ROOT
 
 NODES = ("n1", "n2")
 CPUS_PER_NODE = 2
@@ -70,6 +72,11 @@ class LoopbackSlurm:
         if self.root.resolve().is_relative_to("/tmp"):
             raise TrainstackError(f"the loopback Slurm cluster's folder {self.root} is under /tmp, which each node "
                                   "replaces with its own: choose one elsewhere, e.g. under /var/tmp")
+        for what, path in (("the Python its jobs run", Path(sys.prefix)), ("the checkout", REPO_ROOT)):
+            if path.resolve().is_relative_to("/tmp"):
+                raise TrainstackError(f"the loopback Slurm cluster's jobs need {what}, {path}, which is under /tmp, "
+                                      "and each node has a /tmp of its own: clone (and make .venv) elsewhere, e.g. "
+                                      "under /var/tmp or your home folder")
         self.root.mkdir(parents=True, exist_ok=True)
         for folder in ("state", "munge", *(f"{node}/tmp" for node in NODES), *(f"{node}/spool" for node in NODES)):
             (self.root / folder).mkdir(parents=True, exist_ok=True)

@@ -164,15 +164,17 @@ def test_an_mpi_world_other_than_the_steps_is_a_problem() -> None:
 def doctor_facts(**changes):
     from trainrun.doctor import Facts
 
-    return Facts("/etc/trainstack/manifest.json", None, {}, **changes)
+    return Facts("/etc/trainstack/manifest.json", None, **{"packages": {}, **changes})
 
 
 @pytest.mark.parametrize("changes,expected", [
     ({}, []),  # no srun, no job: no Slurm section
     ({"srun_mpi_plugins": ("pmix", "none", "cray_shasta", "pmi2")}, [("slurm", "ok"), ("srun-mpi", "ok")]),
     ({"srun_mpi_plugins": ("pmi2", "none")}, [("slurm", "ok"), ("srun-mpi", "fail")]),
-    ({"environ": BATCH, "memlock_bytes": 65536}, [("slurm", "ok"), ("memlock", "warn")]),
-    ({"environ": BATCH, "memlock_bytes": None}, [("slurm", "ok")]),
+    ({"environ": BATCH, "memlock_bytes": 65536}, [("slurm", "ok"), ("memlock", "warn"), ("spark-pool", "warn")]),
+    ({"environ": BATCH, "memlock_bytes": None}, [("slurm", "ok"), ("spark-pool", "warn")]),
+    ({"environ": BATCH, "memlock_bytes": None, "packages": {"pyspark": "4.3.0"}, "java": "17"},
+     [("slurm", "ok"), ("spark-pool", "ok")]),
     ({"environ": {**STEP, "CUDA_VISIBLE_DEVICES": "3"}}, [("slurm", "ok"), ("cuda-visible", "warn")]),
     ({"environ": {**STEP, "CUDA_VISIBLE_DEVICES": "0,1"}}, [("slurm", "ok")]),
 ])
@@ -201,3 +203,11 @@ def test_ranks_in_an_image_are_not_checked_against_this_hosts_files(plan_for) ->
     image = ["--container-runtime", "podman", "--container-image", "ghcr.io/trainstack/trainstack:cpu"]
     assert not plan_for(["mpi", "-np", "4", *image, "python", "/opt/x.py"], slurm=alloc).ranks_start_here()
     assert plan_for(["mpi", "-np", "4", "python", "x.py"], slurm=alloc).ranks_start_here()
+
+
+def test_the_doctor_names_where_the_pool_of_an_allocation_would_run() -> None:
+    from trainrun.doctor import spark_pool_checks
+
+    (check,) = spark_pool_checks(doctor_facts(environ=BATCH, packages={"pyspark": "4.3.0"}, java="17"))
+    assert check.detail.startswith("trainrun spark with no --master starts a pool here: its master on n1 (a free port "
+                                   "there, the UI on another), a worker on each of n1, n2 through srun")

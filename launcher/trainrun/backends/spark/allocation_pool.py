@@ -148,7 +148,9 @@ def run_pool(pool: AllocationPool, driver: Sequence[str], conf_parent: str) -> i
         started["the driver"] = subprocess.Popen(list(driver), env=env)
         return started["the driver"].wait()
     finally:
-        # The secret first: a SIGKILL (scancel's, KillWait after its SIGTERM) may cut the rest short.
+        # Not cut short by the next SIGTERM (Slurm's and trainrun's both come at a time limit or scancel); the secret
+        # first, since a SIGKILL (KillWait after Slurm's SIGTERM) may still cut the rest short.
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutil.rmtree(conf_dir, ignore_errors=True)
         _stop(list(reversed(started.values())))
 
