@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -71,6 +69,7 @@ def measure(pairs: int) -> dict:
                                 capture_output=True, text=True, timeout=60 + pairs * 60)
         if result.returncode != 0:
             raise SystemExit(f"the pairs failed:\n{result.stderr[-3000:]}")
+        machine = cluster.machine_facts()
         times: dict[str, list[float]] = {"raw": [], "trainrun": []}
         for line in result.stdout.splitlines():
             kind, start, end = line.split()
@@ -82,7 +81,7 @@ def measure(pairs: int) -> dict:
             "raw_median": round(statistics.median(times["raw"]), 3),
             "trainrun_median": round(statistics.median(times["trainrun"]), 3),
             "ratio_median": round(statistics.median(ratios), 4), "target_ratio": TARGET_RATIO,
-            "met": statistics.median(ratios) <= TARGET_RATIO}
+            "met": statistics.median(ratios) <= TARGET_RATIO, "machine": machine}
 
 
 def main() -> None:
@@ -94,8 +93,6 @@ def main() -> None:
     args = parser.parse_args()
     out = results_file.chosen(args, RESULTS)
     results = measure(args.pairs)
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "slurm": subprocess.run(["srun", "--version"], capture_output=True, text=True).stdout.strip()}
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"raw srun --mpi=pmix {results['raw_median']} s, trainrun mpi {results['trainrun_median']} s: "
           f"ratio {results['ratio_median']} (target <= {TARGET_RATIO}: {'met' if results['met'] else 'NOT met'}); {out}")

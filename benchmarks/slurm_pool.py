@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -71,13 +70,14 @@ def measure(pairs: int, image: str) -> dict:
         for _ in range(pairs):
             times["slurm"].append(slurm_pool_start(env, root))
             times["local"].append(local_pool_start(image))
+        machine = cluster.machine_facts()
     ratios = [slurm / local for slurm, local in zip(times["slurm"], times["local"])]
     return {"pairs": pairs, "image": image,
             "slurm_pool_seconds": [round(s, 2) for s in times["slurm"]],
             "local_pool_seconds": [round(s, 2) for s in times["local"]],
             "slurm_median": round(statistics.median(times["slurm"]), 2),
             "local_median": round(statistics.median(times["local"]), 2),
-            "ratio_median": round(statistics.median(ratios), 3)}
+            "ratio_median": round(statistics.median(ratios), 3), "machine": machine}
 
 
 def main() -> None:
@@ -88,8 +88,6 @@ def main() -> None:
     args = parser.parse_args()
     out = results_file.chosen(args, RESULTS)
     results = measure(args.pairs, args.image)
-    results["machine"] = {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "slurm": subprocess.run(["srun", "--version"], capture_output=True, text=True).stdout.strip()}
     out.write_text(json.dumps(results, indent=2) + "\n")
     print(f"pool start-up: inside a Slurm allocation {results['slurm_median']} s, the local pool of containers "
           f"{results['local_median']} s (median of {args.pairs}; ratio {results['ratio_median']}); {out}")

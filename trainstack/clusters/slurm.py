@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import platform
 import shutil
 import signal
 import socket
@@ -102,6 +103,11 @@ class LoopbackSlurm:
         except BaseException:
             self.stop()
             raise
+
+    def machine_facts(self) -> dict[str, object]:
+        """What a measurement on this cluster ran on: cores, Python, Slurm's version."""
+        version = subprocess.run(["srun", "--version"], env=self.env(), capture_output=True, text=True)
+        return {"cpus": os.cpu_count(), "python": platform.python_version(), "slurm": version.stdout.strip()}
 
     @property
     def munge_socket(self) -> Path:
