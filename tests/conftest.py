@@ -18,7 +18,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if tier in TIERS:
             item.add_marker(getattr(pytest.mark, tier))
         if item.get_closest_marker("long") and os.environ.get("TRAINSTACK_LONG") != "1":
-            item.add_marker(pytest.mark.skip(reason="a long image test: `invoke test --long` runs it"))
+            item.add_marker(pytest.mark.skip(reason="a long test: `invoke test --long` runs it"))
     items.sort(key=lambda item: item.get_closest_marker("untags_image") is not None)
 
 

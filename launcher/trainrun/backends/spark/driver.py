@@ -212,16 +212,27 @@ def main(argv: Sequence[str]) -> int:
     stop = _QuietStop(session, args.verbose)
     try:
         result = run_barrier_job(stage)
-    except TrainrunError as err:
+    except Exception as err:
+        # Told to stop (a Slurm time limit or scancel signals the JVM too): whatever the dead JVM raised says no more.
         if stop.signum is not None:
             return 128 + stop.signum
+        if not isinstance(err, TrainrunError):
+            raise
         if not (isinstance(err, JobFailed) and record_failure(err)):
             print(f"trainrun: {err}", file=sys.stderr)  # what no rank's record tells trainrun's runner
         return err.exit_code
     finally:
-        session.stop()
+        _stop_session(session, stop)
     write_result(stage.program, result)
     return 0
+
+
+def _stop_session(session: Any, stop: _QuietStop) -> None:
+    try:
+        session.stop()
+    except Exception:
+        if stop.signum is None:
+            raise
 
 
 if __name__ == "__main__":
