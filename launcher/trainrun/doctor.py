@@ -20,7 +20,7 @@ from . import cma
 from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
-from .slurm import allocation as slurm_allocation
+from .slurm import allocation as slurm_allocation, in_step
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
 REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "mpi4py", "cloudpickle", "psutil")
@@ -297,7 +297,7 @@ def slurm_checks(facts: Facts) -> list[Check]:
     checks += spark_pool_checks(facts)
     visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
     local_rank = environ.get("SLURM_LOCALID", "")
-    if "SLURM_STEP_NUM_TASKS" in environ and visible and local_rank.isdigit() and int(local_rank) >= len(visible):
+    if in_step(environ) and visible and local_rank.isdigit() and int(local_rank) >= len(visible):
         checks.append(Check("cuda-visible", "warn", f"srun left this task {len(visible)} GPU(s) "
                             f"(CUDA_VISIBLE_DEVICES={','.join(visible)}), so cuda:{local_rank} (its local rank) does "
                             "not exist", "use cuda:0, or LOCAL_RANK % torch.cuda.device_count(); or --gpus-per-node "

@@ -16,7 +16,7 @@ import docker.errors
 import pytest
 import requests
 
-from trainstack.docsite.shown import page_commands
+from trainstack.docsite.shown import MARKER, page_commands
 from trainstack.image.published_images import published_reference
 
 pytestmark = pytest.mark.timeout(1200)
@@ -31,9 +31,9 @@ NOT_RUN_HERE = (
     ("cosign verify", "the signatures are on ghcr.io, which this machine cannot reach; "
                       "tests/integration/test_registry_sbom_signature.py verifies them as cosign does"),
     (" -it ", "an interactive shell"),
-    ("srun ", "a Slurm job's line, run inside an allocation: the integration tier submits the example batch scripts and a "
-              "rendered pool to its Slurm cluster (tests/integration/test_slurm.py), `invoke test --long` runs the "
-              "image under Podman and srun (tests/image/test_slurm_podman.py)"),
+    ("srun ", "a Slurm job's line, run inside an allocation: the integration tier runs the Slurm quickstart's host lines "
+              "and a rendered pool on its Slurm cluster (tests/integration/test_slurm.py), `invoke test --long` its "
+              "Podman and Charliecloud lines (tests/image/test_slurm_pages.py)"),
     ("--network NET", "a template of the reader's own: their network and key (the multi-node guide says so); "
                       "`invoke nodes.up` runs it (tests/integration/test_nodes.py)"),
     ('"$PWD/models"', "needs the reader's downloaded model; tests/image/test_hub_models.py mounts one"),
@@ -41,11 +41,23 @@ NOT_RUN_HERE = (
 SERVER_PORTS = {" lab": 8888, "mlflow server": 5000}
 
 
+def without_batch_scripts(text: str) -> str:
+    """The page without the batch scripts it shows (`slurm-script` blocks): their lines run in a Slurm job, as the
+    Slurm tests submit them (tests/integration/test_slurm.py, tests/image/test_slurm_pages.py)."""
+    kept, position = [], 0
+    for match in MARKER.finditer(text):
+        if match["kind"] == "slurm-script" and match.start() >= position:
+            kept.append(text[position:match.start()])
+            end = f"<!-- {match['marker']}:end -->"
+            position = text.index(end, match.end()) + len(end)
+    return "".join(kept) + text[position:]
+
+
 def image_commands() -> dict[str, str]:
     """{command: the first page that shows it} of the commands that run the image or read it."""
     found: dict[str, str] = {}
     for page in PAGES:
-        for command in page_commands(page.read_text(encoding="utf-8")):
+        for command in page_commands(without_batch_scripts(page.read_text(encoding="utf-8"))):
             if "trainstack/trainstack" in command or "trainstack:cpu" in command:
                 found.setdefault(command, page.relative_to(REPO).as_posix())
     return found

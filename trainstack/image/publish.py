@@ -21,7 +21,7 @@ import docker
 import docker.errors
 from docker.models.images import Image
 
-from pooltemplates.targets.k8s import REGISTRY, REGISTRY_VALID
+from pooltemplates.targets.workload import REGISTRY, REGISTRY_VALID
 from trainrun.image_contract import MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
 from trainstack.console import report

@@ -1,5 +1,6 @@
 """Render targets: each turns a validated template into what one platform reads (one module per target;
-trainjob.py holds Kubeflow Trainer's two, k8s.py what the Kubernetes targets share; slurm.py an sbatch script)."""
+trainjob.py holds Kubeflow Trainer's two, k8s.py what the Kubernetes targets share; slurm.py an sbatch script;
+workload.py the image and the script every target runs)."""
 from __future__ import annotations
 
 import inspect

@@ -1,11 +1,8 @@
-"""What every Kubernetes target shares: the image reference, names, pod resources, /dev/shm, the
-executors' env, how a template's executors become training pods and processes, MPI over SSH, and
-YAML output."""
+"""What every Kubernetes target shares: names, pod resources, /dev/shm, the executors' env, how a template's
+executors become training pods and processes, MPI over SSH, and YAML output (the image and the script: workload.py)."""
 from __future__ import annotations
 
 import re
-import shlex
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,27 +13,12 @@ from ..errors import Problem, TemplateError
 from ..schema import PoolTemplate
 from ..units import UNIT_BYTES, parse_size
 
-IMAGE_NAME = "trainstack"
-# The content tags `invoke push` gives the matrix's flavors (trainstack.image.naming.content_tag), which
-# never move; tests/unit/templates/test_kubernetes.py holds them to images/matrix.yaml.
-IMAGE_TAGS = {
-    "cpu": "cpu-py3.11-torch2.13-tf2.21-hvd0.28.1",
-    "gpu": "gpu-cuda12.8-py3.11-torch2.10-tf2.20-hvd0.28.1",
-}
 SPARK_VERSION = "4.3.0"
-DEFAULT_REGISTRY = "localhost:5000"
 DEFAULT_NAMESPACE = "default"
 
 GPU_RESOURCE = "nvidia.com/gpu"
 SHM_VOLUME = "dshm"
 _DNS_LABEL = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
-# Docker's reference grammar (distribution/reference): a registry HOST[:PORT][/PATH], and a whole image
-# reference [REGISTRY/]NAME[/NAME...][:TAG]. trainstack.image.naming.REFERENCE is the host tooling's copy of the
-# latter (a unit test holds them equal); `invoke push --registry` checks this REGISTRY.
-_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
-REGISTRY = re.compile(rf"[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?(?::[0-9]+)?(?:/{_COMPONENT})*")
-REGISTRY_VALID = "HOST[:PORT][/PATH], e.g. localhost:5000, registry.example:5000 or ghcr.io/org"
-REFERENCE = re.compile(rf"(?:[A-Za-z0-9.-]+(?::[0-9]+)?/)?{_COMPONENT}(?:/{_COMPONENT})*(?::[A-Za-z0-9_][A-Za-z0-9_.-]{{0,127}})?")
 # Spark's binary units become Kubernetes' (g -> Gi); a size in bytes stays a plain number.
 _QUANTITY_UNITS = (("p", "Pi"), ("t", "Ti"), ("g", "Gi"), ("m", "Mi"), ("k", "Ki"))
 
@@ -91,21 +73,6 @@ def training_workers(template: PoolTemplate, target: str, even: bool) -> Workers
     if problems:
         raise TemplateError(f"render {template.name!r} for {target}", problems)
     return Workers(pods, processes // pods if even else slots, processes)
-
-
-def image_reference(template: PoolTemplate, image: str | None, registry: str | None) -> str:
-    """`image`, else the matrix's cpu or gpu image in `registry` under its content tag; refused (TemplateError)
-    where either is not what docker and Kubernetes read."""
-    problems = []
-    if image is not None and not REFERENCE.fullmatch(image):
-        problems.append(Problem("image", image, "is not a docker image reference",
-                                "[REGISTRY/]NAME[:TAG] in lower case, e.g. localhost:5000/trainstack:cpu"))
-    if registry is not None and not REGISTRY.fullmatch(registry):
-        problems.append(Problem("registry", registry, "is not a registry", REGISTRY_VALID))
-    if problems:
-        raise TemplateError(f"render {template.name!r}", problems)
-    flavor = "gpu" if template.uses_gpus else "cpu"
-    return image or f"{registry or DEFAULT_REGISTRY}/{IMAGE_NAME}:{IMAGE_TAGS[flavor]}"
 
 
 def check_names(template: PoolTemplate, target: str, **names: str) -> None:
@@ -166,23 +133,6 @@ def shm_volume() -> dict[str, Any]:
 
 def shm_mount() -> dict[str, str]:
     return {"name": SHM_VOLUME, "mountPath": "/dev/shm"}
-
-
-def script_words(template: PoolTemplate, target: str, script: str | None, default: Iterable[str]) -> list[str]:
-    """The training script and its arguments, split as a shell would; `default` when none is given."""
-    if script is None:
-        return list(default)
-    try:
-        words = shlex.split(script)
-    except ValueError as exc:
-        words, why = [], f"does not split into words: {exc}"
-    else:
-        why = "names no script"
-    if not words:
-        raise TemplateError(f"render {template.name!r} for {target}", [Problem(
-            "script", script, why,
-            f"a script path and its arguments, e.g. '{image_contract.IMAGE_HOME}/train.py --epochs 3'")])
-    return words
 
 
 def mpirun_command(template: PoolTemplate, processes: int, program: list[str]) -> list[str]:

@@ -5,7 +5,7 @@ import shlex
 
 from ..errors import Problem, TemplateError
 from ..schema import PoolTemplate
-from . import k8s
+from . import k8s, workload
 from .spark_submit import conf_args
 
 # The API server as pods see it; from outside the cluster, the URL `kubectl cluster-info` prints.
@@ -37,7 +37,7 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
             "master", master, "is not a Kubernetes master URL", "k8s://https://HOST[:PORT]")])
     k8s.check_names(template, "kubernetes", namespace=namespace)
     conf = kubernetes_conf(template)
-    conf["spark.kubernetes.container.image"] = k8s.image_reference(template, image, registry)
+    conf["spark.kubernetes.container.image"] = workload.image_reference(template, image, registry)
     conf["spark.kubernetes.namespace"] = namespace
     conf["spark.kubernetes.authenticate.driver.serviceAccountName"] = service_account
     return f"--master {shlex.quote(master)}\n--deploy-mode cluster\n" + conf_args(conf)

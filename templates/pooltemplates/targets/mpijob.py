@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from .. import image_contract
 from ..schema import PoolTemplate
-from . import k8s
+from . import k8s, workload
 
 DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/horovod_torch_mnist.py", "--checkpoint-dir", "/tmp/checkpoints")
 
@@ -14,8 +14,8 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     name = job_name or template.name
     k8s.check_names(template, "mpijob", job_name=name, namespace=namespace)
     workers = k8s.training_workers(template, "mpijob", even=False)
-    image = k8s.image_reference(template, image, registry)
-    program = ["python", *k8s.script_words(template, "mpijob", script, DEFAULT_SCRIPT)]
+    image = workload.image_reference(template, image, registry)
+    program = ["python", *workload.script_words(template, "mpijob", script, DEFAULT_SCRIPT)]
     launcher = k8s.compact({
         "name": "launcher",
         "image": image,

@@ -5,7 +5,7 @@ from typing import Any
 
 from .. import image_contract
 from ..schema import PoolTemplate
-from . import k8s
+from . import k8s, workload
 
 DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/ddp_torch_mnist.py", "--checkpoint-dir", "/tmp/checkpoints")
 # The operator reads the master's port from the container port of this name.
@@ -21,10 +21,10 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     container = k8s.compact({
         # The operator finds the training container by this name.
         "name": "pytorch",
-        "image": k8s.image_reference(template, image, registry),
+        "image": workload.image_reference(template, image, registry),
         # torchrun takes the nodes, node rank, processes per node and master from the PET_* variables
         # the operator sets.
-        "command": ["torchrun", *k8s.script_words(template, "pytorchjob", script, DEFAULT_SCRIPT)],
+        "command": ["torchrun", *workload.script_words(template, "pytorchjob", script, DEFAULT_SCRIPT)],
         "env": k8s.env(template),
         "ports": [MASTER_PORT],
         "resources": k8s.executor_resources(template),

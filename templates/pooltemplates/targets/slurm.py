@@ -15,7 +15,7 @@ from .. import image_contract
 from ..errors import Problem, TemplateError
 from ..schema import PoolTemplate
 from ..units import UNIT_BYTES, parse_size
-from . import k8s
+from . import workload
 
 RUNTIMES = ("host", "pyxis", "apptainer", "podman")
 DEFAULT_TIME = "01:00:00"
@@ -115,7 +115,7 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     # Lightning's requeue: SIGUSR1 90 s before the time limit, and the job may be requeued.
     options += [("signal", "B:USR1@90"), ("requeue", None), ("output", "%x-%j.out")]
 
-    program = ["python", *k8s.script_words(template, "slurm", script, DEFAULT_TORCH_SCRIPT if torch
+    program = ["python", *workload.script_words(template, "slurm", script, DEFAULT_TORCH_SCRIPT if torch
                                            else DEFAULT_SCRIPT)]
     if torch:
         launch = ["trainrun", "torch", "--nnodes", str(nodes), "--nproc-per-node", str(tasks_per_node),
@@ -125,7 +125,7 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     if runtime == "host":
         step = launch
     else:
-        reference = k8s.image_reference(template, image, registry)
+        reference = workload.image_reference(template, image, registry)
         srun = ["srun", "--kill-on-bad-exit=1"]
         srun += ["--ntasks-per-node=1"] if torch else ["--mpi=pmix"]
         inner = ["trainrun", "torch", "--nnodes", str(nodes), "--nproc-per-node", str(tasks_per_node),

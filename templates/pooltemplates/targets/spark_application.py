@@ -5,7 +5,7 @@ from typing import Any
 
 from .. import image_contract
 from ..schema import PoolTemplate
-from . import k8s
+from . import k8s, workload
 from .kubernetes import DEFAULT_MASTER, kubernetes_conf
 
 # The service account the spark-operator Helm chart makes in job namespaces (release "spark-operator").
@@ -32,11 +32,11 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     for key, (role, field, kind) in SPEC_FIELDS.items():
         if key in conf:
             roles[role][field] = kind(conf.pop(key))
-    application_file, *arguments = k8s.script_words(template, "spark-application", script, DEFAULT_SCRIPT)
+    application_file, *arguments = workload.script_words(template, "spark-application", script, DEFAULT_SCRIPT)
     spec = {
         "type": "Python",
         "mode": "cluster",
-        "image": k8s.image_reference(template, image, registry),
+        "image": workload.image_reference(template, image, registry),
         "sparkVersion": k8s.SPARK_VERSION,
         "mainApplicationFile": application_file if "://" in application_file else f"local://{application_file}",
         "restartPolicy": {"type": "Never"},

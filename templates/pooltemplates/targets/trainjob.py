@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..schema import PoolTemplate
-from . import k8s
+from . import k8s, workload
 from .mpijob import DEFAULT_SCRIPT as MPI_SCRIPT
 from .pytorchjob import DEFAULT_SCRIPT as TORCH_SCRIPT
 
@@ -27,7 +27,7 @@ def render_torch(template: PoolTemplate, image: str | None = None, registry: str
     name = job_name or template.name
     k8s.check_names(template, "trainjob-torch", job_name=name, namespace=namespace)
     workers = k8s.training_workers(template, "trainjob-torch", even=True)
-    node = {"name": NODE, "image": k8s.image_reference(template, image, registry),
+    node = {"name": NODE, "image": workload.image_reference(template, image, registry),
             "volumeMounts": [k8s.shm_mount()]}
     runtime_spec = {
         "mlPolicy": {"numNodes": workers.pods, "torch": {}},
@@ -37,7 +37,7 @@ def render_torch(template: PoolTemplate, image: str | None = None, registry: str
     }
     # The torch plugin hands torchrun the nodes, node rank, processes per node and master (PET_*).
     trainer = k8s.compact({
-        "command": ["torchrun", *k8s.script_words(template, "trainjob-torch", script, TORCH_SCRIPT)],
+        "command": ["torchrun", *workload.script_words(template, "trainjob-torch", script, TORCH_SCRIPT)],
         "env": k8s.env(template),
         "numNodes": workers.pods,
         "numProcPerNode": workers.processes_per_pod,
@@ -52,7 +52,7 @@ def render_mpi(template: PoolTemplate, image: str | None = None, registry: str |
     name = job_name or template.name
     k8s.check_names(template, "trainjob-mpi", job_name=name, namespace=namespace)
     workers = k8s.training_workers(template, "trainjob-mpi", even=False)
-    image = k8s.image_reference(template, image, registry)
+    image = workload.image_reference(template, image, registry)
     # mpirun alone runs in the launcher, sized by the template's driver. The TrainJob's resourcesPerNode
     # would size the launcher (the trainer ancestor), so the nodes' executor sizes live here.
     launcher = k8s.compact({"name": NODE, "image": image,
@@ -82,7 +82,7 @@ def render_mpi(template: PoolTemplate, image: str | None = None, registry: str |
             ],
         }},
     }
-    program = ["python", *k8s.script_words(template, "trainjob-mpi", script, MPI_SCRIPT)]
+    program = ["python", *workload.script_words(template, "trainjob-mpi", script, MPI_SCRIPT)]
     trainer = k8s.compact({
         "command": k8s.mpirun_command(template, workers.processes, program),
         "env": k8s.env(template),

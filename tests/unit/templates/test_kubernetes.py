@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from pooltemplates import TemplateError, TemplateWarning, load_template, packaged_templates, render
-from pooltemplates.targets import k8s
+from pooltemplates.targets import k8s, workload
 from trainstack.image import naming
 from trainstack.image.matrix import load_matrix
 
@@ -154,7 +154,7 @@ def test_gpu_pods_request_gpus_mount_shm_and_get_the_template_env(target: str) -
 def test_cpu_templates_request_no_gpus_and_use_the_cpu_image(target: str) -> None:
     text = render(load_template("single-node-multi-gpu", {**CPU, "job.processes": "4"}), target)
     assert "nvidia" not in text and "resource.gpu" not in text
-    assert f"localhost:5000/trainstack:{k8s.IMAGE_TAGS['cpu']}" in text
+    assert f"localhost:5000/trainstack:{workload.IMAGE_TAGS['cpu']}" in text
 
 
 def test_processes_follow_the_templates_slots() -> None:
@@ -239,7 +239,7 @@ def test_parameters_reach_the_manifests() -> None:
     job = documents(text)[0]
     assert job["metadata"] == {"name": "hvd", "namespace": "training"}
     assert job["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] == \
-        f"registry.example:5000/trainstack:{k8s.IMAGE_TAGS['gpu']}"
+        f"registry.example:5000/trainstack:{workload.IMAGE_TAGS['gpu']}"
     assert job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]["command"][-4:] == \
         ["python", "/home/trainer/train.py", "--epochs", "3"]
     pair = documents(render(load_template("multi-node-gpu"), "trainjob-torch", image="my/image:1", job_name="ddp"))
@@ -259,17 +259,17 @@ def test_spark_submit_arguments_for_kubernetes() -> None:
     conf = dict(word.split("=", 1) for word in words[5::2])
     assert conf["spark.kubernetes.namespace"] == "spark"
     assert conf["spark.kubernetes.authenticate.driver.serviceAccountName"] == "driver"
-    assert conf["spark.kubernetes.container.image"] == f"registry.example/trainstack:{k8s.IMAGE_TAGS['gpu']}"
+    assert conf["spark.kubernetes.container.image"] == f"registry.example/trainstack:{workload.IMAGE_TAGS['gpu']}"
     assert conf["spark.kubernetes.executor.volumes.emptyDir.dshm.options.medium"] == "Memory"
 
 
 def test_image_tags_are_the_matrix_content_tags() -> None:
     matrix = load_matrix()
-    for flavor_name, tag in k8s.IMAGE_TAGS.items():
+    for flavor_name, tag in workload.IMAGE_TAGS.items():
         flavor = matrix.flavors[flavor_name]
         assert tag == naming.content_tag(naming.matrix_manifest(flavor))
         assert k8s.SPARK_VERSION == flavor.version("pyspark")
-    assert k8s.IMAGE_NAME == matrix.image_name
+    assert workload.IMAGE_NAME == matrix.image_name
 
 
 def test_shared_values_are_written_out_not_aliased() -> None:
@@ -278,4 +278,4 @@ def test_shared_values_are_written_out_not_aliased() -> None:
 
 
 def test_image_reference_grammar_is_the_host_toolings() -> None:
-    assert k8s.REFERENCE.pattern == naming.REFERENCE.pattern
+    assert workload.REFERENCE.pattern == naming.REFERENCE.pattern
