@@ -1,9 +1,12 @@
-"""The slurm target's container runtime lines use only the options each runtime documents, in the forms it reads.
-Pyxis and Apptainer cannot be installed on the project's machines, so their lines are checked here (and their whole
-scripts by the golden files); Podman's runs for real in tests/image/test_slurm_podman.py."""
+"""The container runtime lines of the slurm target and of trainrun's --container-runtime (trainrun.containers) use
+only the options each runtime documents, in the forms it reads. Pyxis and Apptainer cannot be installed on the
+project's machines, so their lines are checked here (and their whole scripts and plans by the golden files); the
+Slurm quickstart's Podman and Charliecloud lines run for real in tests/image/test_slurm_pages.py."""
 import shlex
 
 import pytest
+
+from trainrun.containers import container_route
 
 from pooltemplates import load_template, render
 from pooltemplates.targets.slurm import enroot_uri
@@ -63,3 +66,22 @@ def test_podman_line_gives_a_gpu_pool_its_gpus_and_a_cpu_pool_none():
 ])
 def test_enroot_uri_names_the_registry_with_a_hash(reference, uri):
     assert enroot_uri(reference) == uri
+
+
+def route(runtime: str, image: str, pmix: bool = True):
+    return container_route(runtime, image, workdir="/home/alice/mnist", folders=("/home/alice/.cache/trainrun",),
+                           env=("MASTER_ADDR",), pmix=pmix, as_root=False, gpus=True)
+
+
+def test_trainruns_pyxis_options_are_documented_ones():
+    words = route("pyxis", "ghcr.io/trainstack/trainstack:cpu").srun_options()
+    assert options(words) <= PYXIS_OPTIONS
+    assert "--container-image=ghcr.io#trainstack/trainstack:cpu" in words
+
+
+@pytest.mark.parametrize("image", ["ghcr.io/trainstack/trainstack:cpu", "/shared/trainstack-cpu.sif"])
+def test_trainruns_apptainer_line_uses_documented_exec_options(image):
+    inner = shlex.split(route("apptainer", image).prefix()[2])
+    assert inner[:3] == ["exec", "apptainer", "exec"]
+    shown = image if image.endswith(".sif") else f"docker://{image}"
+    assert options(inner[3:inner.index(shown)]) <= APPTAINER_EXEC_OPTIONS
