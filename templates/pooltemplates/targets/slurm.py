@@ -156,12 +156,15 @@ def _runtime_words(runtime: str, image: str, gpus: bool) -> list[str]:
     if runtime == "apptainer":
         container = ["apptainer", "exec", "--nv", "--bind", PMIX_MOUNT, "--bind", WORK_MOUNT, f"docker://{image}"]
     else:
-        # Rootless, as the job's user (keep-id), who can use srun's PMIx folder; with the host's PID namespace the
-        # image's tini is not PID 1 (TINI_SUBREAPER), and Podman's healthchecks need systemd.
+        # As the job's user, who can use srun's PMIx folder: keep-id where Podman is rootless, the job's uid where it
+        # runs as root (keep-id is rootless only); with the host's PID namespace the image's tini is not PID 1
+        # (TINI_SUBREAPER), and Podman's healthchecks need systemd.
         # GPUs through CDI (the NVIDIA Container Toolkit's nvidia.com/gpu), narrowed to the task's by Slurm's
         # CUDA_VISIBLE_DEVICES, passed in from the task.
         gpu_words = ["--device", "nvidia.com/gpu=all", "--env", "CUDA_VISIBLE_DEVICES"] if gpus else []
-        container = ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", "--userns=keep-id",
+        container = ["podman", "run", "--rm", "--network=host", "--ipc=host", "--pid=host", '"$as_user"',
                      "--no-healthcheck", *gpu_words, "--env", "TINI_SUBREAPER=1", "--env", '"SLURM_*"', "--env",
                      '"PMIX_*"', "--volume", PMIX_MOUNT, "--volume", WORK_MOUNT, "--workdir", '"$PWD"', image]
-    return ["sh", "-c", "exec " + " ".join(_shell_words(container)) + ' "$@"', runtime]
+    as_user = ('if [ "$(id -u)" -eq 0 ]; then as_user=--user=0:0; else as_user=--userns=keep-id; fi; '
+               if runtime == "podman" else "")
+    return ["sh", "-c", as_user + "exec " + " ".join(_shell_words(container)) + ' "$@"', runtime]
