@@ -34,10 +34,11 @@ FILE_SUFFIXES = (".sif", ".sqsh", ".sqfs", ".squashfs")
 
 @dataclass(frozen=True)
 class ContainerRoute:
-    """The runtime and image the ranks run in, and what the container needs from the task."""
+    """The runtime and image the ranks run in, and what the container needs from the task; runtime "host" (no
+    image): the nodes' own Python, no container."""
 
     runtime: str
-    image: str
+    image: str | None
     workdir: str  # the job's working folder, mounted and entered
     folders: tuple[str, ...] = ()  # other folders mounted at the same path (the status records')
     env: tuple[str, ...] = ()  # variables the ranks need beyond PODMAN_ENV_PATTERNS (Podman only)
@@ -52,6 +53,14 @@ class ContainerRoute:
         mounts = ",".join(f"{folder}:{folder}" for folder in self._mounted())
         return [f"--container-image={enroot_uri(self.image)}", f"--container-mounts={mounts}",
                 f"--container-workdir={self.workdir}"]
+
+    def python(self, host_python: str) -> str:
+        """The Python each task runs: the image's, on its PATH, or this host's."""
+        return host_python if self.runtime == "host" else "python"
+
+    def note(self) -> str:
+        """What trainrun says of the route, after where the ranks start."""
+        return "" if self.runtime == "host" else f", each in {self.image} under {self.runtime}"
 
     def prefix(self) -> list[str]:
         """The words before the rank's command: `sh -c 'exec RUNTIME ... IMAGE "$@"' RUNTIME`."""
@@ -139,10 +148,10 @@ def is_image_file(image: str) -> bool:
 
 
 def container_route(runtime: str | None, image: str | None, *, workdir: str, folders: Iterable[str] = (),
-                    env: Iterable[str] = (), pmix: bool, as_root: bool, gpus: bool) -> ContainerRoute | None:
-    """The route `--container-runtime` and `--container-image` name, checked; None for the host's own Python."""
+                    env: Iterable[str] = (), pmix: bool, as_root: bool, gpus: bool) -> ContainerRoute:
+    """The route `--container-runtime` and `--container-image` name, checked (none: the host's own Python)."""
     if runtime in (None, "host"):
-        return None
+        return ContainerRoute("host", None, workdir)
     if runtime not in RUNTIMES:
         raise UsageError("--container-runtime", runtime, "is not a container runtime trainrun starts under srun",
                          valid=", ".join(RUNTIMES))

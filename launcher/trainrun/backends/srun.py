@@ -98,13 +98,12 @@ class SrunMpiPlanner:
         statuses = status_parent(machine)
         route = route_of(job, machine, env, statuses, pmix=job.srun_mpi.startswith("pmix"))
         argv = [*srun_head(ntasks, job.nodes, job.ntasks_per_node, label), f"--mpi={job.srun_mpi}",
-                *(route.srun_options() if route else []), *job.launcher_args, *(route.prefix() if route else []),
-                *rank_argv(job.program, "python" if route else machine.python)]
-        note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}"
-                                           + in_container(route))
+                *route.srun_options(), *job.launcher_args, *route.prefix(),
+                *rank_argv(job.program, route.python(machine.python))]
+        note = allocation_note(allocation, f"{ntasks} ranks start through srun --mpi={job.srun_mpi}{route.note()}")
         return Plan(backend="mpi (srun)", argv=argv, env=env, ranks=ntasks, local_ranks=local, launcher="srun",
                     output_tags="lines" if label else "none", notes=(note,), run=job.run, status_parent=statuses,
-                    container_image=route.image if route else None)
+                    container_image=route.image)
 
 
 class SrunTorchPlanner:
@@ -121,8 +120,8 @@ class SrunTorchPlanner:
         env = {**thread_env(machine, nproc), **run_env(job.run)}
         statuses = status_parent(machine)
         route = route_of(job, machine, env, statuses, pmix=False)
-        argv = [*srun_head(nodes, nodes, 1, label=False), *(route.srun_options() if route else []),
-                *(route.prefix() if route else []), "python" if route else machine.python, "-m", "trainrun.torchrun",
+        argv = [*srun_head(nodes, nodes, 1, label=False), *route.srun_options(), *route.prefix(),
+                route.python(machine.python), "-m", "trainrun.torchrun",
                 "--nnodes", str(nodes), "--nproc-per-node", str(nproc), "--rdzv-backend", "c10d",
                 "--rdzv-endpoint", endpoint, "--rdzv-id", job.rdzv_id or f"slurm-{allocation.job_id}"]
         if job.max_restarts:
@@ -135,23 +134,19 @@ class SrunTorchPlanner:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
         note = allocation_note(allocation, f"one torchrun on each of {nodes} nodes through srun, rendezvous "
-                                           f"c10d at {endpoint}" + in_container(route))
+                                           f"c10d at {endpoint}{route.note()}")
         return Plan(backend="torch (srun)", argv=argv, env=env, ranks=ranks, local_ranks=nproc, launcher="srun",
                     output_tags="lines" if tagged else "none", notes=(*deepspeed_notes(job, ranks), note),
-                    run=job.run, status_parent=statuses, container_image=route.image if route else None)
+                    run=job.run, status_parent=statuses, container_image=route.image)
 
 
 def route_of(job: MpiJob | TorchJob, machine: Machine, env: dict[str, str], statuses: str,
-             pmix: bool) -> ContainerRoute | None:
-    """The container every task runs the image in (--container-runtime), or None for the nodes' own Python."""
+             pmix: bool) -> ContainerRoute:
+    """The container every task runs the image in (--container-runtime), or the nodes' own Python."""
     gpus = machine.gpu_count > 0 or any(name in machine.environ for name in GPU_VARIABLES)
     # Besides the plan's variables, what the runner sets for relayed output (trainrun.runner).
     return container_route(job.container_runtime, job.container_image, workdir=machine.cwd, folders=(statuses,),
                            env=(*sorted(env), "PYTHONUNBUFFERED"), pmix=pmix, as_root=machine.is_root, gpus=gpus)
-
-
-def in_container(route: ContainerRoute | None) -> str:
-    return f", each in {route.image} under {route.runtime}" if route else ""
 
 
 def starts_through_srun(job: MpiJob | TorchJob, machine: Machine) -> bool:
