@@ -8,10 +8,10 @@ command line, a label or a log, which `docker inspect` and `ps` would show.
 """
 from __future__ import annotations
 
-import os
 import secrets
 from pathlib import Path
 
+from trainrun.backends.spark.pool_secret import security_conf, write_private_conf
 from trainstack.clusters.containers import give_to_image_user, private_folder, remove_private_folder
 
 SPARK_CONF_DIR = "/etc/trainstack/pool"
@@ -19,23 +19,10 @@ CONF_FILE = "spark-defaults.conf"
 PREFIX = "trainstack-pool-"
 
 
-def security_conf(secret: str) -> dict[str, str]:
-    return {
-        "spark.authenticate": "true",
-        "spark.authenticate.secret": secret,
-        "spark.network.crypto.enabled": "true",
-        # The master's REST server runs drivers for anyone who can reach port 6066, secret or not.
-        "spark.master.rest.enabled": "false",
-        "spark.ui.killEnabled": "false",
-    }
-
-
 def write_pool_conf(pool_name: str) -> Path:
     """A new secret in a new conf file; returns its host path."""
     path = private_folder(f"{PREFIX}{pool_name}-") / CONF_FILE
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as conf:
-        conf.writelines(f"{key} {value}\n" for key, value in security_conf(secrets.token_hex(32)).items())
+    write_private_conf(path, security_conf(secrets.token_hex(32)))
     give_to_image_user(path)
     return path
 

@@ -31,7 +31,9 @@ from typing import Mapping, Sequence
 
 from ...errors import UsageError
 from ...machine import pick_free_port
+from ...proctree import terminate
 from ...slurm import Allocation
+from .pool_secret import security_conf, write_private_conf
 
 MODULE = "trainrun.backends.spark.allocation_pool"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
@@ -92,27 +94,13 @@ def _times(memory: str, count: int) -> str:
     return f"{int(digits) * count}{memory[len(digits):]}" if digits.isdigit() else memory
 
 
-def security_conf(secret: str, master_url: str) -> dict[str, str]:
-    return {
-        "spark.master": master_url,
-        "spark.authenticate": "true",
-        "spark.authenticate.secret": secret,
-        "spark.network.crypto.enabled": "true",
-        # The master's REST server runs drivers for anyone who can reach it, secret or not.
-        "spark.master.rest.enabled": "false",
-        "spark.ui.killEnabled": "false",
-    }
-
-
 def write_conf(pool: AllocationPool, parent: str) -> str:
     """A new private folder (0700) under `parent`, in the home folder every node sees, with the pool's Spark conf
     (0600): its secret, never on a command line or in the environment. Returns the folder (SPARK_CONF_DIR)."""
     os.makedirs(parent, exist_ok=True)
     folder = tempfile.mkdtemp(prefix="spark-pool-", dir=parent)
-    fd = os.open(os.path.join(folder, CONF_FILE), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as conf:
-        conf.writelines(f"{key} {value}\n"
-                        for key, value in security_conf(secrets.token_hex(32), pool.master_url).items())
+    write_private_conf(os.path.join(folder, CONF_FILE),
+                       {"spark.master": pool.master_url, **security_conf(secrets.token_hex(32))})
     return folder
 
 
@@ -152,7 +140,8 @@ def run_pool(pool: AllocationPool, driver: Sequence[str], conf_parent: str) -> i
         # first, since a SIGKILL (KillWait after Slurm's SIGTERM) may still cut the rest short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutil.rmtree(conf_dir, ignore_errors=True)
-        _stop(list(reversed(started.values())))
+        # SIGTERM (srun passes it to every worker), then SIGKILL after STOP_SECONDS.
+        terminate([process.pid for process in reversed(started.values()) if process.poll() is None], STOP_SECONDS)
 
 
 def _wait_for_workers(pool: AllocationPool, ui_port: int, started: Mapping[str, subprocess.Popen]) -> None:
@@ -164,20 +153,6 @@ def _wait_for_workers(pool: AllocationPool, ui_port: int, started: Mapping[str, 
             why = ended[0] if ended else f"not every worker registered within {REGISTER_SECONDS:g} s"
             raise SystemExit(f"trainrun: the Spark pool on {', '.join(pool.nodes)} did not start: {why}")
         time.sleep(0.5)
-
-
-def _stop(processes: list[subprocess.Popen]) -> None:
-    """SIGTERM (srun passes it to every worker), then SIGKILL after STOP_SECONDS."""
-    running = [process for process in processes if process.poll() is None]
-    for process in running:
-        process.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + STOP_SECONDS
-    for process in running:
-        try:
-            process.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
 
 
 def _terminated(signum: int, frame) -> None:

@@ -4,7 +4,8 @@ import stat
 
 import pytest
 
-from trainstack.clusters.pool.security import remove_pool_conf, security_conf, write_pool_conf
+from trainrun.backends.spark.pool_secret import security_conf
+from trainstack.clusters.pool.security import remove_pool_conf, write_pool_conf
 
 pytestmark = pytest.mark.unit
 
