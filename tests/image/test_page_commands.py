@@ -31,9 +31,9 @@ NOT_RUN_HERE = (
     ("cosign verify", "the signatures are on ghcr.io, which this machine cannot reach; "
                       "tests/integration/test_registry_sbom_signature.py verifies them as cosign does"),
     (" -it ", "an interactive shell"),
-    ("srun ", "a Slurm job's line, run inside an allocation: the integration tier runs the Slurm quickstart's host lines "
-              "and a rendered pool on its Slurm cluster (tests/integration/test_slurm.py), `invoke test --long` its "
-              "Podman and Charliecloud lines (tests/image/test_slurm_pages.py)"),
+    ("srun ", "a Slurm job's line, run inside an allocation: the integration tier runs the Slurm quickstart's host "
+              "lines and a rendered pool on its Slurm cluster (tests/integration/test_slurm.py), `invoke test --long` "
+              "its Podman and Charliecloud lines (tests/image/test_slurm_pages.py)"),
     ("--network NET", "a template of the reader's own: their network and key (the multi-node guide says so); "
                       "`invoke nodes.up` runs it (tests/integration/test_nodes.py)"),
     ('"$PWD/models"', "needs the reader's downloaded model; tests/image/test_hub_models.py mounts one"),

@@ -48,8 +48,8 @@ def exported(image) -> None:
         result = subprocess.run(["bash", "-c", line], cwd=slurm_pages.REPO, capture_output=True, text=True,
                                 timeout=900)
         assert result.returncode == 0, result.stdout + result.stderr
-    names = subprocess.run(["podman", "image", "inspect", "--format", "{{.RepoTags}}", image.id.removeprefix("sha256:")],
-                           capture_output=True, text=True)
+    names = subprocess.run(["podman", "image", "inspect", "--format", "{{.RepoTags}}",
+                            image.id.removeprefix("sha256:")], capture_output=True, text=True)
     assert "ghcr.io/trainstack/trainstack:cpu" in names.stdout, names.stdout + names.stderr
 
 

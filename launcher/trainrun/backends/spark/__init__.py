@@ -160,12 +160,16 @@ class SparkPlanner:
             env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
         if "PYSPARK_PYTHON" not in machine.environ:
             env["PYSPARK_PYTHON"] = machine.python
-        notes = () if job.master or "spark.master" in conf else (pool.note(machine.slurm.job_id),) if pool else (
-            f"no --master: Spark runs every rank on this host ({master}); a pool's: --master spark://HOST:7077 "
-            "(invoke pool.status prints it)",)
-        return Plan(backend="spark (Slurm pool)" if pool else "spark", argv=argv, env=env, spark_conf=dict(conf), ranks=job.num_processes,
-                    local_ranks=job.num_processes if master.startswith("local") else 0, launcher=DRIVER,
-                    output_tags="lines", master=master, notes=notes, run=job.run)
+        if pool is not None:
+            notes: tuple[str, ...] = (pool.note(machine.slurm.job_id),)
+        elif job.master or "spark.master" in conf:
+            notes = ()
+        else:
+            notes = (f"no --master: Spark runs every rank on this host ({master}); a pool's: --master "
+                     "spark://HOST:7077 (invoke pool.status prints it)",)
+        return Plan(backend="spark (Slurm pool)" if pool else "spark", argv=argv, env=env, spark_conf=dict(conf),
+                    ranks=job.num_processes, local_ranks=job.num_processes if master.startswith("local") else 0,
+                    launcher=DRIVER, output_tags="lines", master=master, notes=notes, run=job.run)
 
     def _session_plan(self, job: SparkJob, shown: str | None) -> Plan:
         """The stage in the caller's SparkSession: its master and conf are the session's; no process starts, only
