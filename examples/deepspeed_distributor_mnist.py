@@ -43,7 +43,8 @@ def train_fn(epochs: int) -> dict:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default=os.environ.get("MASTER", "local[2]"),
+                        help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--local-mode", action="store_true")
     parser.add_argument("--script", action="store_true")
     parser.add_argument("--zero-stage", type=int, default=3, choices=(2, 3))

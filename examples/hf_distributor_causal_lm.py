@@ -28,7 +28,8 @@ def train_fn(epochs: int, deepspeed_config: str | None) -> dict:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default=os.environ.get("MASTER", "local[2]"),
+                        help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--local-mode", action="store_true")
     parser.add_argument("--deepspeed", help="a DeepSpeed config file, e.g. deepspeed_zero2.json")
     args = parser.parse_args()

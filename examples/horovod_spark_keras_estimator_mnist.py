@@ -44,7 +44,8 @@ def world_size(labels, logits):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default=os.environ.get("MASTER", "local[2]"),
+                        help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--store", default="/tmp/horovod-keras-store")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--lr", type=float, default=0.002)

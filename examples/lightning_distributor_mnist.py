@@ -29,7 +29,8 @@ def train_fn(lr: float, epochs: int, devices: int, num_nodes: int) -> dict:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default=os.environ.get("MASTER", "local[2]"),
+                        help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--local-mode", action="store_true")
     args = parser.parse_args()
 

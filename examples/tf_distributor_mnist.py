@@ -65,7 +65,8 @@ def train_fn(lr: float, epochs: int, batch_size: int, checkpoint_dir: str) -> di
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default=os.environ.get("MASTER", "local[2]"),
+                        help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--checkpoint-dir", default="/tmp/checkpoints")
     parser.add_argument("--epochs", type=int, default=3)
     args = parser.parse_args()

@@ -80,7 +80,8 @@ def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--master", default=os.environ.get("MASTER", "local[2]"),
+                        help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--local-mode", action="store_true")
     parser.add_argument("--script", action="store_true")
     parser.add_argument("--tracking-uri", help="MLflow's tracking URI, which rank 0 logs the run to")

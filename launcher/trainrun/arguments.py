@@ -19,7 +19,7 @@ from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, RunOptions
 from .validate import timeout
 
 if TYPE_CHECKING:
-    from .job import MpiJob, SparkJob, TorchJob
+    from .job import MpiJob, SparkJob, SparkPoolJob, TorchJob
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -27,6 +27,7 @@ EXAMPLES = """examples:
   trainrun mpi -np 2 -H worker-1:1,worker-2:1 --ssh-port 2222 -i KEY python train.py   # ranks on other hosts
   trainrun torch --nproc-per-node 2 train.py --lr 0.1     # torch.distributed.run
   trainrun spark --num-processes 2 --template local-pool train.py   # a Spark barrier stage
+  trainrun spark-pool --template local-pool -- python train.py   # in salloc/sbatch: a Spark pool for one command
   trainrun mpi -np 2 --dry-run --json python train.py     # the plan, nothing started
   trainrun doctor                                         # preflight checks
   trainrun selftest                                       # GPUs, allreduce sweeps and torch.compile, measured
@@ -34,7 +35,8 @@ EXAMPLES = """examples:
 # The module of each subcommand, which adds its parser (add_parser(subparsers)); `trainrun --help` lists them in
 # this order.
 SUBCOMMANDS = {"mpi": "trainrun.backends.mpi", "torch": "trainrun.backends.torch", "spark": "trainrun.backends.spark",
-               "doctor": "trainrun.doctor", "selftest": "trainrun.selftest"}
+               "spark-pool": "trainrun.backends.spark.pool_job", "doctor": "trainrun.doctor",
+               "selftest": "trainrun.selftest"}
 
 # The other launchers' spellings of an option, and the one each backend takes instead.
 OTHER_SPELLINGS = {
@@ -137,7 +139,7 @@ def add_job_options(parser: argparse.ArgumentParser, launcher: str) -> None:
                         help=f"what every rank runs, with its arguments (a `--` before it is optional); {launcher}")
 
 
-def job_from_args(args: argparse.Namespace) -> "MpiJob | TorchJob | SparkJob":
+def job_from_args(args: argparse.Namespace) -> "MpiJob | TorchJob | SparkJob | SparkPoolJob":
     """The job a backend's parsed options describe: the options every backend takes are read here, the backend's
     own by the job_from_args its parser names (args.make_job)."""
     if args.json and not args.dry_run:

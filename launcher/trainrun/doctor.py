@@ -306,14 +306,16 @@ def slurm_checks(facts: Facts) -> list[Check]:
 
 
 def spark_pool_checks(facts: Facts) -> list[Check]:
-    """In the shell of an allocation, the pool `trainrun spark` without a master would start
-    (trainrun.backends.spark.allocation_pool): where, and what it needs here."""
+    """In the shell of an allocation, the pool `trainrun spark-pool` (and `trainrun spark` without a master) would
+    start (trainrun.backends.spark.allocation_pool): where, its GPUs, and what it needs here."""
     allocation = slurm_allocation(facts.environ)
     if allocation is None:
         return []
-    where = (f"trainrun spark with no --master starts a pool here: its master on {allocation.nodes[0]} (a free port "
-             f"there, the UI on another), a worker on each of {', '.join(allocation.nodes)} through srun; no worker "
-             "reports GPUs (a pool of trainrun's gives none yet)")
+    gpus = (f"each worker reports the {allocation.gpus_on_node} GPU(s) Slurm gave its node (CUDA_VISIBLE_DEVICES)"
+            if allocation.gpus_on_node else "no worker reports GPUs (Slurm gave this job none), placeholders aside")
+    where = (f"trainrun spark-pool, and trainrun spark with no --master, start a pool here: its master on "
+             f"{allocation.nodes[0]} (a free port there, the UI on another), a worker on each of "
+             f"{', '.join(allocation.nodes)} through srun; {gpus}")
     missing = [name for name, present in (("PySpark", facts.packages.get("pyspark")), ("Java", facts.java))
                if not present]
     if missing:

@@ -72,3 +72,15 @@ class SparkJob:
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
     # The caller's SparkSession (trainrun.run(spark=session)): the stage runs in it, in this process.
     session: Any = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SparkPoolJob:
+    """`trainrun spark-pool`: a pool across a Slurm allocation's nodes for one command (not ranks of trainrun's)."""
+
+    command: tuple[str, ...]
+    template: str | None = None
+    template_set: tuple[tuple[str, str], ...] = ()
+    conf: tuple[tuple[str, str], ...] = ()
+    placeholder_gpus: bool = False  # GPU addresses without devices (a template's gpu.placeholders)
+    run: RunOptions = RunOptions()

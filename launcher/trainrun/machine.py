@@ -120,6 +120,7 @@ def host_names() -> tuple[str, ...]:
 
 def detect_machine(backend: str) -> Machine:
     """Probe only what `backend` needs, so a launch stays cheap."""
+    spark = backend in ("spark", "spark-pool")
     return Machine(
         is_root=os.geteuid() == 0,
         cpu_count=os.cpu_count() or 1,
@@ -128,14 +129,14 @@ def detect_machine(backend: str) -> Machine:
         free_port=pick_free_port(),
         mpi_flavor=detect_mpi_flavor() if backend in ("mpi", "horovod") else None,
         has_torch=importlib.util.find_spec("torch") is not None,
-        has_pyspark=backend == "spark" and importlib.util.find_spec("pyspark") is not None,
-        has_java=backend == "spark" and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))),
+        has_pyspark=spark and importlib.util.find_spec("pyspark") is not None,
+        has_java=spark and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))),
         horovodrun=shutil.which("horovodrun"),
-        spark_home=_spark_home() if backend == "spark" else None,
+        spark_home=_spark_home() if spark else None,
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
         local_names=host_names() if backend in ("mpi", "horovod") else (),
         interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
-        slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch", "spark") else None,
+        slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch", "spark", "spark-pool") else None,
         cwd=os.getcwd(),
     )
 

@@ -116,6 +116,8 @@ class Allocation:
     job_id: str
     nodes: tuple[str, ...]
     tasks_per_node: tuple[int, ...]  # SLURM_TASKS_PER_NODE: the tasks (or, without --ntasks, CPUs) on each node
+    cpus_on_node: int | None = None  # SLURM_CPUS_ON_NODE: the CPUs this (the first) node gives the job
+    gpus_on_node: int = 0  # the GPUs this node gives the job (gpus_on_node)
 
     @property
     def tasks(self) -> int:
@@ -132,4 +134,19 @@ def allocation(environ: Mapping[str, str]) -> Allocation | None:
     hosts = expand_hostlist(nodes)
     per_node = environ.get("SLURM_TASKS_PER_NODE")
     counts = expand_tasks_per_node(per_node) if per_node else [1] * len(hosts)
-    return Allocation(job_id, tuple(hosts), tuple(counts[:len(hosts)]))
+    cpus = environ.get("SLURM_CPUS_ON_NODE", "")
+    return Allocation(job_id, tuple(hosts), tuple(counts[:len(hosts)]), int(cpus) if cpus.isdigit() else None,
+                      gpus_on_node(environ))
+
+
+def gpus_on_node(environ: Mapping[str, str]) -> int:
+    """The GPUs Slurm gave the job on this node: SLURM_GPUS_ON_NODE (Slurm 19.05 and later), else the devices of the
+    CUDA_VISIBLE_DEVICES it set, else the count of SLURM_GPUS_PER_NODE (`2` or `a100:2`); 0 without GPUs."""
+    on_node = environ.get("SLURM_GPUS_ON_NODE", "")
+    if on_node.isdigit():
+        return int(on_node)
+    visible = environ.get("CUDA_VISIBLE_DEVICES", "")
+    if visible and visible != "NoDevFiles":
+        return len(visible.split(","))
+    per_node = environ.get("SLURM_GPUS_PER_NODE", "").rpartition(":")[2]
+    return int(per_node) if per_node.isdigit() else 0

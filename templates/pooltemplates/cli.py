@@ -22,7 +22,8 @@ TARGET_OPTIONS = {
     "registry": "Kubernetes targets: registry HOST[:PORT] holding the trainstack images (default: localhost:5000)",
     "namespace": "Kubernetes targets: namespace (default: default)",
     "job_name": "Kubernetes manifests: name of the job (default: the template's name)",
-    "script": "Kubernetes manifests: training script and its arguments (default: an example in the image)",
+    "script": "Kubernetes manifests and slurm: training script and its arguments (default: an example in the image; "
+              "slurm's host runtime: in the folder sbatch runs in, a checkout's examples/)",
     "service_account": "Spark on Kubernetes: the driver's service account "
                        "(default: spark; spark-application: spark-operator-spark)",
     "master": "kubernetes: Spark master (default: k8s://https://kubernetes.default.svc)",
@@ -30,6 +31,8 @@ TARGET_OPTIONS = {
     "driver_node_type": "databricks: driver node type (default: the worker's)",
     "spark_version": "databricks: runtime version",
     "runtime": "slurm: host (trainrun on the nodes), pyxis, apptainer or podman (default: host)",
+    "launch": "slurm: spark (a Spark pool of the job's own, for every job kind; the default) or srun (MPI or "
+              "torchrun ranks, no Spark)",
     "partition": "slurm: the partition (default: the cluster's)",
     "account": "slurm: the account to charge (default: yours)",
     "time": "slurm: the time limit (default: 01:00:00)",

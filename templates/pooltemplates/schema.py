@@ -42,6 +42,9 @@ class Gpu:
     per_task: float = 1.0
     discovery_script: str | None = None
     reserve: Memory | None = None
+    # GPU addresses without devices: the workers of a pool that trainrun or `invoke pool.up` starts report them, so
+    # that Spark's GPU scheduling and barrier jobs run on CPUs; nothing asks a scheduler for GPUs.
+    placeholders: bool = False
 
 
 @dataclass(frozen=True)

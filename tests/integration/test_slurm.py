@@ -179,7 +179,8 @@ def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> N
     starts the unchanged DDP example on every task through srun."""
     script = work / "pool.sbatch"
     render = subprocess.run(
-        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--set", "nodes=2",
+        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--launch", "srun",
+         "--set", "nodes=2",
          "--set", "executor.cores=2", "--set", "job.processes=4", "--time", "10:00", "--out", str(script),
          "--script", f"ddp_torch_mnist.py --checkpoint-dir {work / 'checkpoints'}"],
         capture_output=True, text=True, timeout=60)
@@ -191,6 +192,22 @@ def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> N
     assert result.returncode == 0, result.stderr + log
     summary = json.loads(next(line for line in log.splitlines() if line.startswith("0: {")).removeprefix("0: "))
     assert summary["ranks"] == 4 and summary["accuracy"] > 0.8, log
+
+
+def test_the_quickstarts_pool_template_runs_torch_distributor_on_a_pool_across_both_nodes(cluster) -> None:
+    """`pooltemplates render local-pool --target slurm` with TorchDistributor as its job, then sbatch, as the quickstart
+    pastes them: trainrun spark-pool starts a worker on each node, the unchanged example (local_mode=False, 2
+    processes) learns as on the local pool of containers, both workers run an executor, and nothing is left."""
+    (line,) = [line for line in slurm_pages.page_lines() if line.startswith("pooltemplates render local-pool")]
+    examples, before = slurm_pages.checkout_copy(cluster), pool_folders()
+    output = slurm_pages.run_line(line, examples, slurm_pages.job_env(cluster), timeout=400)
+    got = slurm_pages.summary(output)
+    assert got["workflow"] == "torch-distributor" and got["ranks"] == 2 and not got["local_mode"], output
+    assert got["accuracy"] > 0.9, output
+    stopped = next(line for line in output.splitlines() if "Spark pool stopped" in line)
+    assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), output
+    job_id = next(line for line in output.splitlines() if "inside Slurm job" in line).split()[4].rstrip(":")
+    no_pool_left(job_id, before)
 
 
 def test_an_exported_squashfs_runs_on_every_task_under_charliecloud(cluster, work) -> None:

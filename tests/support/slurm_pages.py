@@ -82,7 +82,7 @@ def podman_limits_env(folder: Path) -> dict[str, str]:
 
 def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
     """Runs the page's line with bash in `cwd`, waits for the job it submitted to leave the queue and returns its
-    output file (sbatch's default, slurm-JOBID.out in the submitting folder)."""
+    output file (sbatch's default, slurm-JOBID.out in the submitting folder, or NAME-JOBID.out)."""
     submitted = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     found = SUBMITTED.search(submitted.stdout)
     assert submitted.returncode == 0 and found, submitted.stdout + submitted.stderr
@@ -93,7 +93,9 @@ def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600)
             subprocess.run(["scancel", job], env=env)
             raise AssertionError(f"job {job} of `{command}` still ran after {timeout:g} s")
         time.sleep(1)
-    return (cwd / f"slurm-{job}.out").read_text(errors="replace")
+    # sbatch's default name, or a rendered script's --output=%x-%j.out.
+    output = next(path for path in (cwd / f"slurm-{job}.out", *cwd.glob(f"*-{job}.out")) if path.exists())
+    return output.read_text(errors="replace")
 
 
 def summary(output: str) -> dict:

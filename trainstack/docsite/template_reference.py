@@ -47,6 +47,7 @@ CHANGES: dict[str, tuple[str, Any]] = {
     "gpu.per_task": ("gpu.per_task", 2),
     "gpu.discovery_script": ("gpu.discovery_script", "/opt/other-discovery.sh"),
     "gpu.reserve": ("gpu.reserve", "2g"),
+    "gpu.placeholders": ("gpu.placeholders", True),
     "serializer.type": ("serializer.type", "java"),
     "serializer.kryo_buffer_max": ("serializer.kryo_buffer_max", "1024m"),
     "dynamic_allocation": ("dynamic_allocation", None),

@@ -34,12 +34,12 @@ def validate(c, name, set_=None):
 @reports_errors
 def render_(c, name, target, set_=None, out=None, image=None, registry=None, namespace=None, job_name=None,
             script=None, service_account=None, master=None, node_type=None, driver_node_type=None,
-            spark_version=None, runtime=None, partition=None, account=None, time=None):
+            spark_version=None, runtime=None, partition=None, account=None, time=None, launch=None):
     """Render a validated template for a target (spark-submit, synapse, databricks, pytorchjob, ...)."""
     text = render_checked(name, target, set_ or [], image=image, registry=registry, namespace=namespace,
                           job_name=job_name, script=script, service_account=service_account, master=master,
                           node_type=node_type, driver_node_type=driver_node_type, spark_version=spark_version,
-                          runtime=runtime, partition=partition, account=account, time=time)
+                          runtime=runtime, partition=partition, account=account, time=time, launch=launch)
     if out:
         write_out(out, text)
     else:

@@ -55,13 +55,14 @@ class FakeTemplate:
     def __init__(self, name: str, overrides: dict[str, str]) -> None:
         self.name = name
         self.overrides = overrides
+        self.gpu = types.SimpleNamespace(placeholders=False)
 
     def spark_conf(self) -> dict[str, str]:
         conf = {"spark.executor.instances": self.overrides.get("executor.instances", "2"),
                 "spark.executor.cores": "2", "spark.task.resource.gpu.amount": "1",
                 "spark.executor.resource.gpu.amount": "2"}
         if self.name == "cpu-pool":
-            del conf["spark.task.resource.gpu.amount"], conf["spark.executor.resource.gpu.amount"]
+            conf = {key: value for key, value in conf.items() if ".resource.gpu." not in key}
         return conf
 
 

@@ -135,10 +135,10 @@ ARGUMENT_CASES = {
                                       "option = '--nproc-per-node': is not an option of trainrun spark; "
                                       "did you mean --num-processes?"),
     "no backend": (["-np", "2", "python", "t.py"],
-                   "backend = '': is missing before -np (valid: mpi, torch, spark, doctor, selftest, e.g. trainrun "
+                   "backend = '': is missing before -np (valid: mpi, torch, spark, spark-pool, doctor, selftest, e.g. trainrun "
                    "mpi -np 2 python train.py)"),
     "misspelled backend": (["mpy", "-np", "2", "python", "t.py"], "backend = 'mpy': is not a backend; did you mean mpi?"),
-    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, doctor, selftest"),
+    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, spark-pool, doctor, selftest"),
     "an option selftest lacks": (["selftest", "--ranks", "0"],
                                  "option = '--ranks': is not an option of trainrun selftest "
                                  "(valid: the options `trainrun selftest --help` lists)"),

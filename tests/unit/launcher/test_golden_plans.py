@@ -73,6 +73,15 @@ CASES = {
     "spark_pool_in_allocation": (["spark", "-np", "2", "train.py"], {"slurm": ALLOCATION}),
     "spark_template_pool_in_allocation": (["spark", "--template", "cpu-pool", "-np", "4", "train.py"],
                                           {"slurm": ALLOCATION}),
+    # trainrun spark-pool: the pool for any command, sized by the template; placeholder GPU addresses on CPUs.
+    "spark_pool_command_in_allocation": (["spark-pool", "--template", "cpu-pool", "--", "spark-submit", "train.py"],
+                                         {"slurm": ALLOCATION}),
+    "spark_pool_placeholder_gpus": (["spark-pool", "--template", "gpu-pool", "--placeholder-gpus", "--conf",
+                                     "spark.executor.resource.gpu.discoveryScript=/opt/gpus.sh", "--", "python",
+                                     "train.py"], {"slurm": ALLOCATION}),
+    # Inside the pool's command: MASTER names the pool, and trainrun spark starts none of its own.
+    "spark_on_the_pool_of_master": (["spark", "-np", "2", "train.py"],
+                                    {"slurm": ALLOCATION, "environ": {"MASTER": "spark://n1:7077"}}),
     # The image on every task (trainrun.containers), from the working folder /home/alice/mnist.
     "mpi_srun_podman_as_root": (["mpi", "-np", "4", "--container-runtime", "podman", "--container-image",
                                  "ghcr.io/trainstack/trainstack:cpu", "python", "train.py"],

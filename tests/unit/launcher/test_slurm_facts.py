@@ -14,7 +14,8 @@ import pytest
 
 from trainrun.errors import UsageError
 from trainrun.rank.env import launcher_rank_env, shell_rank_argv
-from trainrun.slurm import Allocation, allocation, expand_hostlist, expand_tasks_per_node, master_port, step_rank_env
+from trainrun.slurm import (Allocation, allocation, expand_hostlist, expand_tasks_per_node, gpus_on_node, master_port,
+                           step_rank_env)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "images" / "site-packages"))
 import trainstack_framework_ranks as hook  # noqa: E402
@@ -209,5 +210,47 @@ def test_the_doctor_names_where_the_pool_of_an_allocation_would_run() -> None:
     from trainrun.doctor import spark_pool_checks
 
     (check,) = spark_pool_checks(doctor_facts(environ=BATCH, packages={"pyspark": "4.3.0"}, java="17"))
-    assert check.detail.startswith("trainrun spark with no --master starts a pool here: its master on n1 (a free port "
-                                   "there, the UI on another), a worker on each of n1, n2 through srun")
+    assert check.detail.startswith("trainrun spark-pool, and trainrun spark with no --master, start a pool here: its "
+                                   "master on n1 (a free port there, the UI on another), a worker on each of n1, n2 "
+                                   "through srun; no worker reports GPUs (Slurm gave this job none)")
+    (check,) = spark_pool_checks(doctor_facts(environ={**BATCH, "SLURM_GPUS_ON_NODE": "4"},
+                                              packages={"pyspark": "4.3.0"}, java="17"))
+    assert check.detail.endswith("each worker reports the 4 GPU(s) Slurm gave its node (CUDA_VISIBLE_DEVICES)")
+
+
+@pytest.mark.parametrize(("environ", "gpus"), [
+    ({"SLURM_GPUS_ON_NODE": "4", "CUDA_VISIBLE_DEVICES": "0,1"}, 4),
+    ({"CUDA_VISIBLE_DEVICES": "2,3"}, 2),
+    ({"CUDA_VISIBLE_DEVICES": "NoDevFiles"}, 0),
+    ({"SLURM_GPUS_PER_NODE": "a100:2"}, 2),
+    ({"SLURM_GPUS_PER_NODE": "8"}, 8),
+    ({}, 0),
+])
+def test_the_gpus_slurm_gave_a_node(environ: dict[str, str], gpus: int) -> None:
+    assert gpus_on_node(environ) == gpus
+    assert allocation({**BATCH, **environ}).gpus_on_node == gpus
+
+
+def test_a_spark_pool_is_started_only_inside_an_allocation(plan_for, fake_pooltemplates) -> None:
+    with pytest.raises(UsageError, match=r"trainrun spark-pool = 'python train.py': starts a pool across the nodes of "
+                                         r"a Slurm allocation, and this shell holds none \(valid: a shell of salloc"):
+        plan_for(["spark-pool", "--", "python", "train.py"])
+
+
+def test_a_pool_asking_a_node_for_more_gpus_than_slurm_gave_is_refused_before_anything_starts(
+        plan_for, fake_pooltemplates) -> None:
+    alloc = Allocation("7", ("n1", "n2"), (1, 1), gpus_on_node=1)
+    script = ["--conf", "spark.executor.resource.gpu.discoveryScript=/opt/gpus.sh"]
+    with pytest.raises(UsageError, match=r"spark.executor.resource.gpu.amount = '2': asks each node for 2 GPU\(s\) "
+                                         r"\(1 executor\(s\) a node\), and Slurm gave job 7 1 on n1"):
+        plan_for(["spark-pool", "--template", "gpu-pool", *script, "--", "python", "train.py"], slurm=alloc)
+    plan = plan_for(["spark-pool", "--template", "gpu-pool", *script, "--", "python", "train.py"],
+                    slurm=Allocation("7", ("n1", "n2"), (1, 1), gpus_on_node=2))
+    assert "--worker-gpus 2" in " ".join(plan.argv) and "--placeholder-gpus" not in plan.argv
+    assert "2 GPUs (those Slurm gave the node)" in plan.notes[0]
+
+
+def test_the_pools_master_is_its_own(plan_for) -> None:
+    with pytest.raises(UsageError, match="spark.master = 'spark://elsewhere:7077': is the pool's own"):
+        plan_for(["spark-pool", "--conf", "spark.master=spark://elsewhere:7077", "--", "python", "train.py"],
+                 slurm=Allocation("7", ("n1", "n2"), (1, 1)))

@@ -25,10 +25,11 @@ SUFFIX = {
     "slurm": "sbatch",
 }
 CASES = [(name, target) for name in packaged_templates() for target in TARGETS]
-# The slurm target under each container runtime, with the published image.
+# The slurm target's srun launch (MPI or torchrun ranks, no Spark): on the nodes' own Python for every template, and
+# under each container runtime with the published image.
 RUNTIME_REGISTRY = "ghcr.io/trainstack"
-RUNTIME_CASES = [(name, runtime) for name in ("synapse-gpu-minimal",)
-                 for runtime in ("pyxis", "apptainer", "podman")]
+RUNTIME_CASES = [(name, "host") for name in packaged_templates()]
+RUNTIME_CASES += [(name, runtime) for name in ("synapse-gpu-minimal",) for runtime in ("pyxis", "apptainer", "podman")]
 
 
 def rendered(name: str, target: str) -> tuple[str, str]:
@@ -45,18 +46,36 @@ def test_render_matches_golden(name: str, target: str, golden) -> None:
 
 
 @pytest.mark.parametrize(("name", "runtime"), RUNTIME_CASES, ids=[f"{n}-{r}" for n, r in RUNTIME_CASES])
-def test_slurm_runtime_render_matches_golden(name: str, runtime: str, golden) -> None:
-    golden(runtime_golden_name(name, runtime),
-           render(load_template(name), "slurm", runtime=runtime, registry=RUNTIME_REGISTRY))
+def test_slurm_srun_render_matches_golden(name: str, runtime: str, golden) -> None:
+    golden(*srun_rendered(name, runtime))
 
 
-def runtime_golden_name(name: str, runtime: str) -> str:
-    return f"{name}.slurm-{runtime}.sbatch"
+def srun_rendered(name: str, runtime: str) -> tuple[str, str]:
+    """(golden file name, text) of the slurm target's srun launch, or the error of a refused one."""
+    stem = f"{name}.slurm-srun" + ("" if runtime == "host" else f"-{runtime}")
+    try:
+        return f"{stem}.sbatch", render(load_template(name), "slurm", runtime=runtime, registry=RUNTIME_REGISTRY,
+                                        launch="srun")
+    except TemplateError as exc:
+        return f"{stem}.refused", f"{exc}\n"
+
+
+# Renders the docs show with overrides: the Slurm quickstart's pool of local-pool with TorchDistributor as its job.
+OVERRIDE_CASES = {
+    "local-pool.slurm-torch-distributor.sbatch": ("local-pool", "slurm",
+                                                  {"job.kind": "torch-distributor", "gpu.per_task": "1"}),
+}
+
+
+@pytest.mark.parametrize("file_name", sorted(OVERRIDE_CASES))
+def test_render_with_overrides_matches_golden(file_name: str, golden) -> None:
+    name, target, overrides = OVERRIDE_CASES[file_name]
+    golden(file_name, render(load_template(name, overrides), target))
 
 
 def test_every_golden_file_belongs_to_a_template_and_target() -> None:
     expected = {rendered(name, target)[0] for name, target in CASES}
-    expected |= {runtime_golden_name(name, runtime) for name, runtime in RUNTIME_CASES}
+    expected |= {srun_rendered(name, runtime)[0] for name, runtime in RUNTIME_CASES} | set(OVERRIDE_CASES)
     assert {path.name for path in GOLDEN.iterdir()} == expected
 
 

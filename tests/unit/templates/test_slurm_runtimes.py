@@ -22,7 +22,7 @@ SRUN_OPTIONS = {"--kill-on-bad-exit", "--mpi", "--ntasks-per-node"}
 
 
 def step_words(runtime: str, template: str = "synapse-gpu-minimal") -> list[str]:
-    script = render(load_template(template), "slurm", runtime=runtime, registry="ghcr.io/trainstack")
+    script = render(load_template(template), "slurm", runtime=runtime, registry="ghcr.io/trainstack", launch="srun")
     line = next(line for line in script.splitlines() if line.startswith("srun "))
     return shlex.split(line.removesuffix(" &"))
 
@@ -54,7 +54,7 @@ def test_podman_line_gives_a_gpu_pool_its_gpus_and_a_cpu_pool_none():
     assert inner[inner.index("--device") + 1] == "nvidia.com/gpu=all"
     assert "CUDA_VISIBLE_DEVICES" in inner
     cpu_pool = load_template("local-pool", {"gpu.per_executor": "0"})
-    assert "nvidia.com/gpu" not in render(cpu_pool, "slurm", runtime="podman")
+    assert "nvidia.com/gpu" not in render(cpu_pool, "slurm", runtime="podman", launch="srun")
 
 
 @pytest.mark.parametrize(("reference", "uri"), [

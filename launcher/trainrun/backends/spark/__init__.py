@@ -30,6 +30,9 @@ GPU_RESOURCE = ".resource.gpu."
 # Progress bars would interleave with the rank output the driver prints.
 DEFAULT_CONF = {"spark.ui.showConsoleProgress": "false"}
 DRIVER_MODULE = "trainrun.backends.spark.driver"
+# The master spark-submit takes when neither --master nor the Spark conf names one; a pool that trainrun starts in an
+# allocation sets it for the command it runs.
+MASTER_VARIABLE = "MASTER"
 # What trainrun's messages call the driver process, and the stage a SparkSession runs in this process.
 DRIVER = "the Spark driver"
 STAGE = "the Spark stage"
@@ -136,14 +139,14 @@ class SparkPlanner:
         if use_gpu and TASK_GPUS not in conf:
             raise UsageError("--use-gpu", True, valid=f"a template or --conf that sets {TASK_GPUS}")
         pool = None
-        if machine.slurm is not None and not job.master and "spark.master" not in conf:
+        given_master = job.master or conf.get("spark.master") or machine.environ.get(MASTER_VARIABLE)
+        if machine.slurm is not None and not given_master:
             # Inside salloc or sbatch: a pool across the allocation's nodes, started for this job.
             from .allocation_pool import plan_pool  # not at import: `python -m` runs that module
 
-            pool = plan_pool(machine.slurm, job.num_processes, conf, machine.free_port, use_gpu)
-        master = job.master or conf.get("spark.master") or (pool.master_url if pool else
-                                                            f"local[{job.num_processes}]")
-        option = "--master" if job.master else "spark.master"
+            pool = plan_pool(machine.slurm, conf, machine.free_port, num_processes=job.num_processes)
+        master = given_master or (pool.master_url if pool else f"local[{job.num_processes}]")
+        option = "--master" if job.master else "spark.master" if "spark.master" in conf else MASTER_VARIABLE
         standalone_masters = spark_master(option, master)
         check_discovery_scripts(conf, master)
         if job.check_master and pool is None:
@@ -162,7 +165,7 @@ class SparkPlanner:
             env["PYSPARK_PYTHON"] = machine.python
         if pool is not None:
             notes: tuple[str, ...] = (pool.note(machine.slurm.job_id),)
-        elif job.master or "spark.master" in conf:
+        elif given_master:
             notes = ()
         else:
             notes = (f"no --master: Spark runs every rank on this host ({master}); a pool's: --master "

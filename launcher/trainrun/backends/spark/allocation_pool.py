@@ -1,12 +1,16 @@
-"""A Spark standalone pool across the nodes of a Slurm allocation, for the one job it runs: what `trainrun spark`
-inside salloc or sbatch, with no master of its own, starts (the plan's argv runs this module's main).
+"""A Spark standalone pool across the nodes of a Slurm allocation, for the one command it runs: what `trainrun
+spark-pool` and, for its barrier stage, `trainrun spark` with no master inside salloc or sbatch start (the plan's argv
+runs this module's main).
 
     python -m trainrun.backends.spark.allocation_pool --nodes n1,n2 --master-port P --worker-cores C
-        --worker-memory M -- DRIVER ARGV...
+        --worker-memory M [--worker-gpus G --discovery-script S [--placeholder-gpus]] [--conf K=V ...] -- COMMAND...
 
 The master runs on this node (the allocation's first, where the batch script runs), one worker on every node through
-one srun step. Once every worker has registered, the driver runs against the pool; however it ends, the pool is
-stopped by pid (srun ends the workers and their executors on every node) and its folder removed.
+one srun step (trainrun.backends.spark.pool_worker). Once every worker has registered, COMMAND runs against the pool:
+its Spark conf folder (SPARK_CONF_DIR) holds the pool's master and the job's Spark conf, and MASTER names the master,
+as spark-submit reads it, so that `spark-submit`, `python train.py` whose SparkSession sets no master, and a notebook
+all run on the pool. However COMMAND ends, the pool is stopped by pid (srun ends the workers and their executors on
+every node, each removing its work folder) and its conf folder removed.
 
 A secret made for this job authenticates master, workers, executors and driver (spark.authenticate, RPC encrypted),
 in a Spark conf only the job's user can read, in the home folder the nodes share: another user of the nodes cannot
@@ -30,62 +34,96 @@ from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 from ...errors import UsageError
+from ...image_contract import DISCOVERY_SCRIPT_PATH
 from ...machine import pick_free_port
 from ...proctree import terminate
 from ...slurm import Allocation
+from ...validate import spark_conf_item
 from .pool_secret import security_conf, write_private_conf
+from . import pool_worker
+from .pool_worker import worker_argv
 
 MODULE = "trainrun.backends.spark.allocation_pool"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
-WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 DEFAULT_WORKER_MEMORY = "1g"
 REGISTER_SECONDS = 120.0
 STOP_SECONDS = 15.0
 CONF_FILE = "spark-defaults.conf"
+EXECUTOR_GPUS = "spark.executor.resource.gpu.amount"
+EXECUTOR_DISCOVERY_SCRIPT = "spark.executor.resource.gpu.discoveryScript"
 
 
 @dataclass(frozen=True)
 class AllocationPool:
-    """Where the pool's master listens and what each node's worker offers."""
+    """Where the pool's master listens, what each node's worker offers, and the Spark conf its drivers get."""
 
     nodes: tuple[str, ...]
     master_port: int
     worker_cores: int
     worker_memory: str
+    worker_gpus: int = 0
+    discovery_script: str | None = None
+    placeholder_gpus: bool = False  # GPU addresses without devices, so that Spark's GPU scheduling runs on CPUs
+    conf: tuple[tuple[str, str], ...] = ()
 
     @property
     def master_url(self) -> str:
         return f"spark://{self.nodes[0]}:{self.master_port}"
 
-    def argv(self, python: str, driver: Sequence[str]) -> list[str]:
-        return [python, "-m", MODULE, "--nodes", ",".join(self.nodes), "--master-port", str(self.master_port),
-                "--worker-cores", str(self.worker_cores), "--worker-memory", self.worker_memory, "--", *driver]
+    def argv(self, python: str, command: Sequence[str]) -> list[str]:
+        argv = [python, "-m", MODULE, "--nodes", ",".join(self.nodes), "--master-port", str(self.master_port),
+                "--worker-cores", str(self.worker_cores), "--worker-memory", self.worker_memory]
+        if self.worker_gpus:
+            argv += ["--worker-gpus", str(self.worker_gpus), "--discovery-script", str(self.discovery_script)]
+            argv += ["--placeholder-gpus"] if self.placeholder_gpus else []
+        for key, value in self.conf:
+            argv += ["--conf", f"{key}={value}"]
+        return [*argv, "--", *command]
 
     def note(self, job_id: str) -> str:
         cores = f"{self.worker_cores} core{'s' if self.worker_cores != 1 else ''}"
-        return (f"inside Slurm job {job_id}: a Spark pool for this job, master {self.master_url}, a worker of {cores} "
-                f"and {self.worker_memory} on each of {', '.join(self.nodes)} through srun, authenticated with a "
-                "secret of the job's own")
+        gpus = ""
+        if self.worker_gpus:
+            kind = "placeholder GPU addresses" if self.placeholder_gpus else "GPUs (those Slurm gave the node)"
+            gpus = f", {self.worker_gpus} {kind}"
+        return (f"inside Slurm job {job_id}: a Spark pool for this job, master {self.master_url}, a worker of {cores}"
+                f"{gpus} and {self.worker_memory} on each of {', '.join(self.nodes)} through srun, authenticated with "
+                "a secret of the job's own")
 
 
-def plan_pool(allocation: Allocation, num_processes: int, conf: Mapping[str, str], master_port: int,
-              use_gpu: bool) -> AllocationPool:
-    """The pool a barrier stage of `num_processes` tasks needs on the allocation's nodes: each worker offers the
-    template's executors of that node (spark.executor.instances, .cores and .memory), else an even share of the
-    tasks; refused in one line when the stage would not fit."""
-    if use_gpu:
-        raise UsageError("--use-gpu", True, "is not yet given a pool that trainrun starts inside a Slurm allocation",
-                         valid="--no-gpu, or --master of a pool whose workers have GPUs")
+def plan_pool(allocation: Allocation, conf: Mapping[str, str], master_port: int, num_processes: int | None = None,
+              placeholder_gpus: bool = False, pool_conf: Mapping[str, str] | None = None) -> AllocationPool:
+    """The pool for the allocation's nodes: each worker offers the Spark conf's executors of that node
+    (spark.executor.instances, .cores, .memory and .resource.gpu.amount), else the CPUs Slurm gave the node (a
+    barrier stage of `num_processes`: an even share of its tasks); refused in one line when the stage would not fit or
+    the executors ask a node for more GPUs than Slurm gave it. `pool_conf` goes to the pool's drivers."""
     nodes = allocation.nodes
     per_node = math.ceil(int(conf.get("spark.executor.instances", len(nodes))) / len(nodes))
     executor_cores = conf.get("spark.executor.cores")
-    cores = int(executor_cores) * per_node if executor_cores else math.ceil(num_processes / len(nodes))
-    if cores * len(nodes) < num_processes:
+    if executor_cores:
+        cores = int(executor_cores) * per_node
+    elif num_processes is not None:
+        cores = math.ceil(num_processes / len(nodes))
+    else:
+        cores = allocation.cpus_on_node or 1
+    if num_processes is not None and cores * len(nodes) < num_processes:
         raise UsageError("--num-processes", num_processes, f"is more than the {cores * len(nodes)} task slots of a "
                          f"pool of {len(nodes)} workers of {cores} cores in Slurm job {allocation.job_id}",
                          valid=f"at most {cores * len(nodes)}, or a template with more executor cores")
+    gpus = math.ceil(float(conf.get(EXECUTOR_GPUS, "0")) * per_node)
+    if gpus and not placeholder_gpus and gpus > allocation.gpus_on_node:
+        raise UsageError(EXECUTOR_GPUS, conf[EXECUTOR_GPUS], f"asks each node for {gpus} GPU(s) ({per_node} executor(s) "
+                         f"a node), and Slurm gave job {allocation.job_id} {allocation.gpus_on_node} on "
+                         f"{nodes[0]}", valid=f"at most {allocation.gpus_on_node // per_node} a executor, or an "
+                         f"allocation with --gpus-per-node={gpus}")
+    script = conf.get(EXECUTOR_DISCOVERY_SCRIPT)
+    if gpus and not script:
+        raise UsageError(EXECUTOR_DISCOVERY_SCRIPT, "", "is needed for the workers to report their GPUs",
+                         valid=f"the path of a GPU discovery script on every node, e.g. the images' "
+                               f"{DISCOVERY_SCRIPT_PATH}")
     memory = conf.get("spark.executor.memory", DEFAULT_WORKER_MEMORY)
-    return AllocationPool(nodes, master_port, cores, _times(memory, per_node))
+    return AllocationPool(nodes, master_port, cores, _times(memory, per_node), gpus, script if gpus else None,
+                          placeholder_gpus and bool(gpus), tuple((pool_conf or {}).items()))
 
 
 def _times(memory: str, count: int) -> str:
@@ -96,11 +134,12 @@ def _times(memory: str, count: int) -> str:
 
 def write_conf(pool: AllocationPool, parent: str) -> str:
     """A new private folder (0700) under `parent`, in the home folder every node sees, with the pool's Spark conf
-    (0600): its secret, never on a command line or in the environment. Returns the folder (SPARK_CONF_DIR)."""
+    (0600): its master, its drivers' conf and its secret, never on a command line or in the environment. Returns the
+    folder (SPARK_CONF_DIR)."""
     os.makedirs(parent, exist_ok=True)
     folder = tempfile.mkdtemp(prefix="spark-pool-", dir=parent)
     write_private_conf(os.path.join(folder, CONF_FILE),
-                       {"spark.master": pool.master_url, **security_conf(secrets.token_hex(32))})
+                       {**dict(pool.conf), "spark.master": pool.master_url, **security_conf(secrets.token_hex(32))})
     return folder
 
 
@@ -112,8 +151,8 @@ def alive_workers(host: str, ui_port: int) -> int:
         return 0
 
 
-def run_pool(pool: AllocationPool, driver: Sequence[str], conf_parent: str) -> int:
-    """Starts the pool, runs the driver against it, stops the pool; the driver's exit code. The master's UI, which
+def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> int:
+    """Starts the pool, runs `command` against it, stops the pool; the command's exit code. The master's UI, which
     says when every worker has registered, is on a free port of this node."""
     ui_port = pick_free_port()
     spark_class = os.path.join(os.environ.get("SPARK_HOME", ""), "bin", "spark-class")
@@ -124,24 +163,50 @@ def run_pool(pool: AllocationPool, driver: Sequence[str], conf_parent: str) -> i
         started["the master"] = subprocess.Popen(
             [spark_class, MASTER_CLASS, "--host", pool.nodes[0], "--port", str(pool.master_port), "--webui-port",
              str(ui_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        # One srun step, so that ending srun ends every worker; each worker's work folder on its node's own disk.
+        # One srun step, so that ending srun ends every worker; --gpus-per-node narrows each node's
+        # CUDA_VISIBLE_DEVICES to the GPUs its worker offers.
+        gpus = [f"--gpus-per-node={pool.worker_gpus}"] if pool.worker_gpus and not pool.placeholder_gpus else []
         started["the workers' srun"] = subprocess.Popen(
             ["srun", "--nodes", str(len(pool.nodes)), "--ntasks", str(len(pool.nodes)), "--ntasks-per-node", "1",
-             "--kill-on-bad-exit=1", spark_class, WORKER_CLASS, "--cores", str(pool.worker_cores), "--memory",
-             pool.worker_memory, "--work-dir", os.path.join(tempfile.gettempdir(), f"spark-work-{os.getpid()}"),
-             pool.master_url], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+             *gpus, "--kill-on-bad-exit=1",
+             *worker_argv(sys.executable, pool.worker_cores, pool.worker_memory, pool.master_url, pool.worker_gpus,
+                          pool.discovery_script, pool.placeholder_gpus)],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         _wait_for_workers(pool, ui_port, started)
         print(f"trainrun: Spark pool {pool.master_url}: {len(pool.nodes)} workers registered", file=sys.stderr,
               flush=True)
-        started["the driver"] = subprocess.Popen(list(driver), env=env)
-        return started["the driver"].wait()
+        started["the job"] = subprocess.Popen(list(command), env={**env, "MASTER": pool.master_url})
+        return started["the job"].wait()
     finally:
         # Not cut short by the next SIGTERM (Slurm's and trainrun's both come at a time limit or scancel); the secret
         # first, since a SIGKILL (KillWait after Slurm's SIGTERM) may still cut the rest short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutil.rmtree(conf_dir, ignore_errors=True)
-        # SIGTERM (srun passes it to every worker), then SIGKILL after STOP_SECONDS.
+        workers = started.get("the workers' srun")
+        if workers is not None:
+            _stop_workers(workers)
         terminate([process.pid for process in reversed(started.values()) if process.poll() is None], STOP_SECONDS)
+        if workers is not None:
+            _report_executors(workers)
+
+
+def _stop_workers(workers: subprocess.Popen) -> None:
+    """srun forwards SIGUSR2 to every worker (pool_worker), which stops its executors, removes its folder and says
+    what ran; a SIGTERM would make srun kill the step at once."""
+    if workers.poll() is not None:
+        return
+    workers.send_signal(pool_worker.STOP_SIGNAL)
+    try:
+        workers.wait(STOP_SECONDS)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def _report_executors(workers: subprocess.Popen) -> None:
+    """Each worker's last line: the node and the executors it ran, in one line of the pool's."""
+    lines = [line.strip() for line in workers.stdout or () if line.startswith("executors on ")]
+    if lines:
+        print(f"trainrun: Spark pool stopped; {'; '.join(sorted(lines))}", file=sys.stderr, flush=True)
 
 
 def _wait_for_workers(pool: AllocationPool, ui_port: int, started: Mapping[str, subprocess.Popen]) -> None:
@@ -165,13 +230,18 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--master-port", type=int, required=True)
     parser.add_argument("--worker-cores", type=int, required=True)
     parser.add_argument("--worker-memory", required=True)
-    parser.add_argument("driver", nargs=argparse.REMAINDER)
+    parser.add_argument("--worker-gpus", type=int, default=0)
+    parser.add_argument("--discovery-script")
+    parser.add_argument("--placeholder-gpus", action="store_true")
+    parser.add_argument("--conf", action="append", default=[], type=lambda item: spark_conf_item("--conf", item))
+    parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
-    driver = args.driver[1:] if args.driver[:1] == ["--"] else args.driver
-    pool = AllocationPool(tuple(args.nodes.split(",")), args.master_port, args.worker_cores, args.worker_memory)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    pool = AllocationPool(tuple(args.nodes.split(",")), args.master_port, args.worker_cores, args.worker_memory,
+                          args.worker_gpus, args.discovery_script, args.placeholder_gpus, tuple(args.conf))
     signal.signal(signal.SIGTERM, _terminated)
     conf_parent = os.path.join(os.path.expanduser("~"), ".cache", "trainrun")
-    return run_pool(pool, driver, conf_parent)
+    return run_pool(pool, command, conf_parent)
 
 
 if __name__ == "__main__":
