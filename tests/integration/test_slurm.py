@@ -284,17 +284,31 @@ def test_a_failed_rank_on_the_allocations_pool_is_named_and_leaves_nothing(clust
                  before)
 
 
-def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:
-    """The batch shell's trainrun and the pool get scancel's SIGTERM, then SIGKILL after KillWait (5 s here)."""
-    out, before = work / "cancelled.out", pool_folders()
+def pool_job_running(cluster: LoopbackSlurm, work: Path, out: Path, command: str, **sbatch: str) -> str:
+    """The id of a batch job of `command` (whose program is sleeps.py, 5 minutes of sleep) once its pool's workers
+    have registered."""
     (work / "sleeps.py").write_text("import time\ntime.sleep(300)\n")
-    submitted = run(["sbatch", "-N2", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
-                    job_env(cluster, work), work)
+    options = [f"--{name}={value}" for name, value in sbatch.items()]
+    submitted = run(["sbatch", "-N2", *options, "-o", str(out), "--wrap", command], job_env(cluster, work), work)
     job_id = submitted.stdout.split()[-1]
     deadline = time.monotonic() + 180
     while "workers registered" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert "workers registered" in out.read_text()
+    assert "workers registered" in out.read_text(), out.read_text()
+    return job_id
+
+
+def wait_until_gone(cluster: LoopbackSlurm, job_id: str, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while subprocess.run(["squeue", "-h", "-j", job_id], env=cluster.env(), capture_output=True,
+                         text=True).stdout.strip() and time.monotonic() < deadline:
+        time.sleep(1)
+
+
+def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:
+    """The batch shell's trainrun and the pool get scancel's SIGTERM, then SIGKILL after KillWait (5 s here)."""
+    out, before = work / "cancelled.out", pool_folders()
+    job_id = pool_job_running(cluster, work, out, "exec trainrun spark -np 2 sleeps.py")
     time.sleep(3)  # the stage's tasks running
     subprocess.run(["scancel", job_id], env=cluster.env(), check=True)
     no_pool_left(job_id, before, seconds=20)
@@ -304,15 +318,36 @@ def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) 
 def test_the_time_limit_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:
     """Slurm's minute granularity: --time=1 ends the job a minute or so in, as scancel would (SIGTERM, KillWait)."""
     out, before = work / "limited.out", pool_folders()
-    (work / "sleeps.py").write_text("import time\ntime.sleep(600)\n")
-    submitted = run(["sbatch", "-N2", "--time=1", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
-                    job_env(cluster, work), work)
-    job_id = submitted.stdout.split()[-1]
-    deadline = time.monotonic() + 240
-    while subprocess.run(["squeue", "-h", "-j", job_id], env=cluster.env(), capture_output=True,
-                         text=True).stdout.strip() and time.monotonic() < deadline:
-        time.sleep(1)
+    job_id = pool_job_running(cluster, work, out, "exec trainrun spark -np 2 sleeps.py", time="1")
+    wait_until_gone(cluster, job_id, 240)
     assert "DUE TO TIME LIMIT" in out.read_text(), out.read_text()
+    no_pool_left(job_id, before, seconds=20)
+
+
+def processes_on_node(job_id: str, node: str) -> list[int]:
+    """The pids of a job's processes that Slurm started on `node` (SLURMD_NODENAME in their environment)."""
+    found = []
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"SLURM_JOB_ID={job_id}".encode() in environ and f"SLURMD_NODENAME={node}".encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.mark.long
+def test_a_node_lost_under_the_allocations_pool_ends_the_job_in_one_line_and_leaves_nothing(cluster, work) -> None:
+    """Every process of the job on n2 killed at once, as when the node goes: the workers' srun ends (its
+    --kill-on-bad-exit), the pool says so and stops the job rather than leave it waiting on executors that never come
+    back, and nothing of the job is left on n1."""
+    out, before = work / "lost.out", pool_folders()
+    job_id = pool_job_running(cluster, work, out, "exec trainrun spark-pool -- python sleeps.py")
+    for pid in processes_on_node(job_id, "n2"):
+        os.kill(pid, 9)
+    wait_until_gone(cluster, job_id, 60)
+    assert "the Spark pool's workers ended while the job ran" in out.read_text(), out.read_text()
     no_pool_left(job_id, before, seconds=20)
 
 
@@ -337,14 +372,8 @@ def test_another_user_of_the_nodes_cannot_submit_to_the_allocations_pool(cluster
     if subprocess.run(["docker", "image", "inspect", IMAGE], capture_output=True).returncode != 0:
         pytest.skip(f"no {IMAGE} here (invoke build)")
     out, before = work / "pool.out", pool_folders()
-    (work / "sleeps.py").write_text("import time\ntime.sleep(300)\n")
-    submitted = run(["sbatch", "-N2", "-o", str(out), "--wrap", "exec trainrun spark -np 2 sleeps.py"],
-                    job_env(cluster, work), work)
-    job_id = submitted.stdout.split()[-1]
+    job_id = pool_job_running(cluster, work, out, "exec trainrun spark -np 2 sleeps.py")
     try:
-        deadline = time.monotonic() + 180
-        while "workers registered" not in (out.read_text() if out.exists() else "") and time.monotonic() < deadline:
-            time.sleep(0.5)
         master = next(word.rstrip(",") for word in out.read_text().split() if word.startswith("spark://"))
         secret = next(iter(pool_folders() - before)) / "spark-defaults.conf"
         peek = subprocess.run(["runuser", "-u", other_user, "--", "cat", str(secret)], capture_output=True, text=True)

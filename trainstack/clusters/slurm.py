@@ -9,7 +9,8 @@ traffic over TCP on loopback, as between two real hosts. Slurm 22.05 refuses `Cg
 cgroup.conf: processes are tracked by /proc (proctrack/linuxproc) and tasks are not confined (task/none).
 
 Everything lives in one folder outside /tmp, which each node hides (config, munge key and socket, state, spool, logs);
-so must the programs the jobs run and the files they write, as on a real cluster's shared file system. Every daemon is
+so must the files the jobs write, as on a real cluster's shared file system. A checkout or venv under /tmp, whose
+programs the jobs run, is mounted at its path in each node's /tmp. Every daemon is
 stopped by its pid, and the /etc/hosts lines naming the nodes are removed again.
 """
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
+import shlex
 import shutil
 import signal
 import socket
@@ -73,14 +75,10 @@ class LoopbackSlurm:
         if self.root.resolve().is_relative_to("/tmp"):
             raise TrainstackError(f"the loopback Slurm cluster's folder {self.root} is under /tmp, which each node "
                                   "replaces with its own: choose one elsewhere, e.g. under /var/tmp")
-        for what, path in (("the Python its jobs run", Path(sys.prefix)), ("the checkout", REPO_ROOT)):
-            if path.resolve().is_relative_to("/tmp"):
-                raise TrainstackError(f"the loopback Slurm cluster's jobs need {what}, {path}, which is under /tmp, "
-                                      "and each node has a /tmp of its own: clone (and make .venv) elsewhere, e.g. "
-                                      "under /var/tmp or your home folder")
         self.root.mkdir(parents=True, exist_ok=True)
         for folder in ("state", "munge", *(f"{node}/tmp" for node in NODES), *(f"{node}/spool" for node in NODES)):
             (self.root / folder).mkdir(parents=True, exist_ok=True)
+        shared = shared_under_tmp([REPO_ROOT, Path(sys.prefix)])
         (self.root / "munge").chmod(0o700)
         self.controller_port, *ports = free_ports(1 + len(NODES))
         self.node_ports = dict(zip(NODES, ports))
@@ -95,14 +93,26 @@ class LoopbackSlurm:
             wait_for(lambda: self.munge_socket.exists(), "munged's socket", self.root / "munge/munged.log")
             self._spawn(["slurmctld", "-D", "-f", str(self.conf)], "slurmctld")
             for node in NODES:
-                private = (f"mount --bind {self.root / node / 'tmp'} /tmp && mount -t tmpfs -o size=1g tmpfs /dev/shm "
-                           f"&& exec slurmd -D -N {node} -f {self.conf}")
+                private = " && ".join([*self._keep_shared(node, shared),
+                                       f"mount --rbind {shlex.quote(str(self.root / node / 'tmp'))} /tmp",
+                                       "mount -t tmpfs -o size=1g tmpfs /dev/shm",
+                                       f"exec slurmd -D -N {node} -f {shlex.quote(str(self.conf))}"])
                 self._spawn(["unshare", "-m", "--propagation", "private", "sh", "-c", private], f"slurmd-{node}")
             wait_for(self.nodes_idle, "both nodes idle in sinfo", self.root / "slurmctld.log")
             self.node_namespaces = {os.readlink(f"/proc/{process.pid}/ns/mnt") for process in self.processes[-2:]}
         except BaseException:
             self.stop()
             raise
+
+    def _keep_shared(self, node: str, shared: list[Path]) -> list[str]:
+        """Mounts that keep each of `shared` (under /tmp) at its path in the node's own /tmp, as a cluster's shared file
+        system would (--rbind of the node's /tmp carries them)."""
+        mounts = []
+        for path in shared:
+            inside = self.root / node / "tmp" / path.relative_to("/tmp")
+            inside.mkdir(parents=True, exist_ok=True)
+            mounts.append(f"mount --bind {shlex.quote(str(path))} {shlex.quote(str(inside))}")
+        return mounts
 
     def machine_facts(self) -> dict[str, object]:
         """What a measurement on this cluster ran on: cores, Python, Slurm's version."""
@@ -218,6 +228,12 @@ def loopback_slurm() -> Iterator[LoopbackSlurm]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def shared_under_tmp(paths: list[Path]) -> list[Path]:
+    """Which of `paths` (the checkout, the jobs' Python) lie under /tmp, each once, none inside another."""
+    under = sorted({path.resolve() for path in paths if path.resolve().is_relative_to("/tmp")})
+    return [path for path in under if not any(path != other and path.is_relative_to(other) for other in under)]
 
 
 def free_ports(count: int) -> list[int]:

@@ -1,25 +1,16 @@
-"""The loopback Slurm cluster refuses, in one line and before it starts anything, what its nodes cannot see: each node
-has a /tmp of its own, so a checkout or a venv there is missing from every job (execve(): ... No such file)."""
+"""What the loopback Slurm cluster keeps in each node's own /tmp: a checkout or a venv under /tmp, which the jobs run,
+mounted at its path there (without it: `execve(): ... No such file`), each once."""
 from __future__ import annotations
 
-import shutil
-import sys
 from pathlib import Path
 
-import pytest
-
-from trainstack.clusters.slurm import PMIX_LIBRARY, LoopbackSlurm
-from trainstack.errors import TrainstackError
-
-pytestmark = pytest.mark.skipif(shutil.which("slurmctld") is None or not PMIX_LIBRARY.exists(),
-                                reason="the check comes after the one for Debian's Slurm packages")
+from trainstack.clusters.slurm import shared_under_tmp
 
 
-def test_a_venv_under_tmp_is_refused_before_anything_starts(monkeypatch, tmp_path) -> None:
-    monkeypatch.setattr(sys, "prefix", "/tmp/clone/.venv")
-    root = Path("/var/tmp") / f"never-made-{tmp_path.name}"
-    with pytest.raises(TrainstackError, match=r"the loopback Slurm cluster's jobs need the Python its jobs run, "
-                                              r"/tmp/clone/.venv, which is under /tmp, and each node has a /tmp of "
-                                              r"its own: clone \(and make .venv\) elsewhere"):
-        LoopbackSlurm(root).start()
-    assert not root.exists()
+def test_a_checkout_under_tmp_is_shared_once_with_the_venv_inside_it() -> None:
+    assert shared_under_tmp([Path("/tmp/clone"), Path("/tmp/clone/.venv")]) == [Path("/tmp/clone")]
+
+
+def test_paths_elsewhere_are_the_nodes_own_already() -> None:
+    assert shared_under_tmp([Path("/var/tmp/clone"), Path("/opt/venv")]) == []
+    assert shared_under_tmp([Path("/home/a/clone"), Path("/tmp/venv")]) == [Path("/tmp/venv")]

@@ -48,6 +48,7 @@ MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 DEFAULT_WORKER_MEMORY = "1g"
 REGISTER_SECONDS = 120.0
 STOP_SECONDS = 15.0
+POOL_LOST = 1  # the exit code of a job whose pool's workers ended under it
 CONF_FILE = "spark-defaults.conf"
 EXECUTOR_GPUS = "spark.executor.resource.gpu.amount"
 EXECUTOR_DISCOVERY_SCRIPT = "spark.executor.resource.gpu.discoveryScript"
@@ -176,7 +177,7 @@ def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> 
         print(f"trainrun: Spark pool {pool.master_url}: {len(pool.nodes)} workers registered", file=sys.stderr,
               flush=True)
         started["the job"] = subprocess.Popen(list(command), env={**env, "MASTER": pool.master_url})
-        return started["the job"].wait()
+        return _wait_for_job(started["the job"], started["the workers' srun"])
     finally:
         # Not cut short by the next SIGTERM (Slurm's and trainrun's both come at a time limit or scancel); the secret
         # first, since a SIGKILL (KillWait after Slurm's SIGTERM) may still cut the rest short.
@@ -188,6 +189,20 @@ def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> 
         terminate([process.pid for process in reversed(started.values()) if process.poll() is None], STOP_SECONDS)
         if workers is not None:
             _report_executors(workers)
+
+
+def _wait_for_job(job: subprocess.Popen, workers: subprocess.Popen) -> int:
+    """The job's exit code; POOL_LOST where the workers' srun ends first (a node lost, a worker killed: srun's
+    --kill-on-bad-exit ends the others), since the job's pool is then gone."""
+    while True:
+        try:
+            return job.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            if workers.poll() is not None:
+                print(f"trainrun: the Spark pool's workers ended while the job ran (srun exited with code "
+                      f"{workers.returncode}: a node lost or a worker killed); the job is stopped", file=sys.stderr,
+                      flush=True)
+                return POOL_LOST
 
 
 def _stop_workers(workers: subprocess.Popen) -> None:
