@@ -258,6 +258,25 @@ def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both
                  before)
 
 
+def test_users_spark_code_runs_unchanged_on_the_pool_of_trainrun_spark_pool(cluster, work) -> None:
+    """`trainrun spark-pool -- spark-submit app.py` inside salloc, where app.py is a user's code as written for any
+    cluster (SparkSession.builder.getOrCreate(), no master): it runs on the pool, whose executors ran on both nodes."""
+    (work / "app.py").write_text("from pyspark.sql import SparkSession\n"
+                                 "spark = SparkSession.builder.getOrCreate()\n"
+                                 "print('master', spark.sparkContext.master)\n"
+                                 "print('sum', spark.sparkContext.parallelize(range(100), 4).sum())\n"
+                                 "spark.stop()\n")
+    before = pool_folders()
+    result = run(["salloc", "-N2", "trainrun", "spark-pool", "--", "spark-submit", "app.py"], job_env(cluster, work),
+                 work, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "master spark://n1:" in result.stdout and "sum 4950" in result.stdout, result.stdout
+    stopped = next(line for line in result.stderr.splitlines() if "Spark pool stopped" in line)
+    assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), result.stderr
+    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line),
+                 before)
+
+
 def pool_folders() -> set[Path]:
     """The pools' folders (each with its secret) in the home folder."""
     return set((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))
