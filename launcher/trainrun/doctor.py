@@ -12,7 +12,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from importlib import metadata
 from typing import Any, Mapping
 
@@ -20,7 +20,8 @@ from . import cma
 from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
-from .slurm import allocation as slurm_allocation, in_step
+from .checks import Check, Facts
+from .engines.slurm import slurm_checks
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
 REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "mpi4py", "cloudpickle", "psutil")
@@ -32,41 +33,6 @@ SHM_NEEDED = 1 << 30  # DataLoader workers and NCCL's shared-memory transport wa
 DRIVER_MINIMUM = {12: "525.60.13", 13: "580"}
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    status: str  # "ok", "warn" or "fail"
-    detail: str
-    hint: str = ""
-
-
-@dataclass(frozen=True)
-class Facts:
-    manifest_path: str
-    manifest: dict | None
-    packages: Mapping[str, str | None]
-    gpu_count: int = 0
-    driver_version: str | None = None
-    driver_cuda: str | None = None  # the newest CUDA the driver supports (nvidia-smi's "CUDA Version")
-    torch_cuda: str | None = None
-    shm_bytes: int | None = None
-    primary_interface: str | None = None
-    interfaces: tuple[str, ...] = ()
-    mpi: str | None = None  # e.g. "openmpi 4.1.4"
-    java: str | None = None
-    environ: Mapping[str, str] = field(default_factory=dict)
-    nvidia_smi: bool = False  # the NVIDIA container runtime (`--gpus all`) mounts it with the driver
-    horovod_keras_3: bool = False  # Horovod carries the Keras 3 patch (images/patches/horovod-0.28.1-keras3.patch)
-    # torch.compile's caches: (variable, directory, the noexec mount it is on or None) (trainrun.compile_cache).
-    compile_caches: tuple[tuple[str, str, str | None], ...] = ()
-    # Open MPI's btl_vader_single_copy_mechanism and where its value comes from (ompi_info), and why this machine
-    # refuses cross-memory attach (trainrun.cma), None where it allows it.
-    single_copy: tuple[str, str] | None = None
-    cma_refused: str | None = None
-    # Slurm: the MPI plugin types `srun --mpi=list` offers (None without srun), and the locked-memory limit in bytes
-    # (None: unlimited).
-    srun_mpi_plugins: tuple[str, ...] | None = None
-    memlock_bytes: int | None = None
 
 
 def _version_tuple(text: str) -> tuple[int, ...]:
@@ -266,62 +232,6 @@ def single_copy_checks(facts: Facts) -> list[Check]:
                       "expected N, errno = 1' for every large message", f"export {cma.MCA_VARIABLE}=none")]
     return [Check("mpi-cma", "ok", f"{setting}: ranks on one host copy through shared memory, since "
                   f"{facts.cma_refused}")]
-
-
-def slurm_checks(facts: Facts) -> list[Check]:
-    """Where srun is (a cluster's node or login node) or inside a Slurm job: the MPI plugins srun offers against
-    what this Open MPI speaks (PMIx), the locked-memory limit batch shells often get, and a CUDA_VISIBLE_DEVICES that
-    srun's --gpus-per-task narrowed below the ranks' local indices."""
-    environ = facts.environ
-    if facts.srun_mpi_plugins is None and "SLURM_JOB_ID" not in environ:
-        return []
-    job = environ.get("SLURM_JOB_ID")
-    checks = [Check("slurm", "ok", f"inside job {job} on {environ.get('SLURM_JOB_NODELIST', '?')}" if job
-                    else "srun is here; not inside a job")]
-    plugins = facts.srun_mpi_plugins
-    if plugins is not None:
-        offered = ", ".join(plugins) or "none"
-        if any(plugin.startswith("pmix") for plugin in plugins):
-            checks.append(Check("srun-mpi", "ok", f"srun --mpi=list: {offered}; srun --mpi=pmix is what this Open MPI "
-                                "speaks"))
-        else:
-            checks.append(Check("srun-mpi", "fail", f"srun --mpi=list: {offered}, no pmix: Open MPI 4.1 fails in "
-                                "MPI_Init under pmi2 and none",
-                                "ask the cluster for Slurm's mpi/pmix plugin (and libpmix), or start the ranks "
-                                "with mpirun inside the allocation: trainrun mpi -H HOST:SLOTS,..."))
-    if job and facts.memlock_bytes is not None and facts.memlock_bytes < SHM_NEEDED:
-        checks.append(Check("memlock", "warn", f"ulimit -l is {facts.memlock_bytes // 1024} KiB: InfiniBand (UCX, "
-                            "NCCL's IB transport) registers memory beyond it",
-                            "PropagateResourceLimitsExcept=MEMLOCK in slurm.conf, or srun --propagate=MEMLOCK "
-                            "from a shell with ulimit -l unlimited"))
-    checks += spark_pool_checks(facts)
-    visible = [d for d in environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
-    local_rank = environ.get("SLURM_LOCALID", "")
-    if in_step(environ) and visible and local_rank.isdigit() and int(local_rank) >= len(visible):
-        checks.append(Check("cuda-visible", "warn", f"srun left this task {len(visible)} GPU(s) "
-                            f"(CUDA_VISIBLE_DEVICES={','.join(visible)}), so cuda:{local_rank} (its local rank) does "
-                            "not exist", "use cuda:0, or LOCAL_RANK % torch.cuda.device_count(); or --gpus-per-node "
-                            "instead of --gpus-per-task"))
-    return checks
-
-
-def spark_pool_checks(facts: Facts) -> list[Check]:
-    """In the shell of an allocation, the pool `trainrun spark-pool` (and `trainrun spark` without a master) would
-    start (trainrun.backends.spark.allocation_pool): where, its GPUs, and what it needs here."""
-    allocation = slurm_allocation(facts.environ)
-    if allocation is None:
-        return []
-    gpus = (f"each worker reports the {allocation.gpus_on_node} GPU(s) Slurm gave its node (CUDA_VISIBLE_DEVICES)"
-            if allocation.gpus_on_node else "no worker reports GPUs (Slurm gave this job none), placeholders aside")
-    where = (f"trainrun spark-pool, and trainrun spark with no --master, start a pool here: its master on "
-             f"{allocation.nodes[0]} (a free port there, the UI on another), a worker on each of "
-             f"{', '.join(allocation.nodes)} through srun; {gpus}")
-    missing = [name for name, present in (("PySpark", facts.packages.get("pyspark")), ("Java", facts.java))
-               if not present]
-    if missing:
-        return [Check("spark-pool", "warn", f"{where}, but {' and '.join(missing)} is missing here",
-                      "pip install pyspark, and Java 17 (apt-get install openjdk-17-jre-headless)")]
-    return [Check("spark-pool", "ok", where)]
 
 
 def run_checks(facts: Facts) -> list[Check]:

@@ -7,7 +7,7 @@ from typing import Any
 from .plan import RunOptions
 from .program import Program
 from .remote import SshOptions
-from .slurm import DEFAULT_MPI
+from .engines.slurm import DEFAULT_MPI
 from .validate import HostSlots
 
 

@@ -10,7 +10,8 @@ import sys
 from dataclasses import dataclass
 from typing import Mapping
 
-from .slurm import Allocation, allocation
+from .engines import current
+from .engines.slurm import Allocation
 
 
 @dataclass(frozen=True)
@@ -136,15 +137,9 @@ def detect_machine(backend: str) -> Machine:
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
         local_names=host_names() if backend in ("mpi", "horovod") else (),
         interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
-        slurm=slurm_allocation(os.environ) if backend in ("mpi", "torch", "spark", "spark-pool") else None,
+        slurm=current(os.environ).allocation if backend in ("mpi", "torch", "spark", "spark-pool") else None,
         cwd=os.getcwd(),
     )
-
-
-def slurm_allocation(environ: Mapping[str, str]) -> Allocation | None:
-    """The allocation of a salloc or sbatch shell, where srun is there to start ranks in it (a container that
-    `sbatch --container-image` runs the script in has the job's variables but no srun)."""
-    return allocation(environ) if shutil.which("srun") else None
 
 
 def default_route_interface(route_table: str = "/proc/net/route") -> str | None:

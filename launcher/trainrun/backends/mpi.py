@@ -16,7 +16,7 @@ from ..plan import Plan, RunOptions, run_env, thread_env
 from ..proctree import JOB_ID
 from ..program import program_from_command
 from ..rank.env import SHOW_RANKS, rank_argv
-from ..slurm import DEFAULT_MPI
+from ..engines.slurm import DEFAULT_MPI
 from ..remote import (CONNECT_TIMEOUT, IDENTITY_ENV, KNOWN_HOSTS_ENV, PORT_ENV, RemoteHosts, SshOptions, remote_hosts,
                       resolve_options)
 from ..validate import (LOCAL_NAMES, HostSlots, check_capacity, key_value, parse_hostfile, parse_hosts, rank_count,

@@ -8,16 +8,16 @@ waiting in a collective (Lightning's guide asks for it), and --label for each li
 """
 from __future__ import annotations
 
-import os
 from dataclasses import replace
 
 from ..containers import ContainerRoute, container_route
+from ..engines.slurm import (allocation_note, check_fits, master_port, srun_head, status_parent,
+                             tasks_on_first_node)
 from ..errors import UsageError
 from ..job import MpiJob, TorchJob
 from ..machine import Machine
 from ..plan import Plan, run_env, thread_env
 from ..rank.env import SHOW_RANKS, rank_argv
-from ..slurm import Allocation, master_port
 from ..validate import rank_count, rank_list
 from .mpi import user_env
 from .torch import deepspeed_notes, processes_per_node, validate_torch_job
@@ -27,52 +27,6 @@ from .torch import deepspeed_notes, processes_per_node, validate_torch_job
 MPI_TYPES = ("pmix", "pmix_v3", "pmix_v4", "pmix_v5", "pmi2", "none")
 # What Slurm sets where it gave the job GPUs (srun --gpus*, --gres=gpu).
 GPU_VARIABLES = ("SLURM_GPUS_ON_NODE", "SLURM_JOB_GPUS", "SLURM_STEP_GPUS")
-
-
-def srun_head(ntasks: int, nodes: int | None, ntasks_per_node: int | None, label: bool) -> list[str]:
-    argv = ["srun", "--ntasks", str(ntasks)]
-    if nodes is not None:
-        argv += ["--nodes", str(nodes)]
-    if ntasks_per_node is not None:
-        argv += ["--ntasks-per-node", str(ntasks_per_node)]
-    argv.append("--kill-on-bad-exit=1")
-    if label:
-        argv.append("--label")
-    return argv
-
-
-def allocation_note(allocation: Allocation, how: str) -> str:
-    nodes = ", ".join(f"{node} ({tasks})" for node, tasks in zip(allocation.nodes, allocation.tasks_per_node))
-    return f"inside Slurm job {allocation.job_id}, nodes (tasks): {nodes}: {how}"
-
-
-def status_parent(machine: Machine) -> str:
-    """Where the ranks' status records go: the home folder, which a cluster's nodes share (their /tmp is their
-    own), so that trainrun names the rank that failed on any node."""
-    return os.path.join(machine.environ.get("HOME", os.path.expanduser("~")), ".cache", "trainrun")
-
-
-def check_fits(job_nodes: int | None, ntasks: int, ntasks_per_node: int | None, allocation: Allocation,
-               tasks_option: str, nodes_option: str = "--nodes") -> None:
-    """The step fits the allocation, or one line says what does (srun would say `More processors requested than
-    permitted` after the launch)."""
-    if job_nodes is not None and job_nodes > len(allocation.nodes):
-        raise UsageError(nodes_option, job_nodes, f"is more than the {len(allocation.nodes)} nodes of Slurm job "
-                         f"{allocation.job_id}", valid=f"1 to {len(allocation.nodes)}")
-    if ntasks_per_node is not None:
-        nodes = job_nodes or len(allocation.nodes)
-        if ntasks > nodes * ntasks_per_node:
-            raise UsageError(tasks_option, ntasks, f"is more than --nodes x --ntasks-per-node = {nodes} x "
-                             f"{ntasks_per_node}", valid=f"at most {nodes * ntasks_per_node}")
-    capacity = sum(allocation.tasks_per_node[:job_nodes]) if job_nodes else allocation.tasks
-    if ntasks > capacity:
-        raise UsageError(tasks_option, ntasks, f"is more than the {capacity} tasks Slurm job {allocation.job_id} "
-                         "may start", valid=f"at most {capacity}, or an allocation with more (salloc/sbatch "
-                                            f"--ntasks {ntasks})")
-
-
-def tasks_on_first_node(ntasks: int, allocation: Allocation, ntasks_per_node: int | None) -> int:
-    return min(ntasks, ntasks_per_node or allocation.tasks_per_node[0])
 
 
 class SrunMpiPlanner:
@@ -95,7 +49,7 @@ class SrunMpiPlanner:
             env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, ntasks)
         env |= {**run_env(job.run), **user_env("-x", job.env, machine.environ)}
         label = job.tag_output and ntasks > 1
-        statuses = status_parent(machine)
+        statuses = status_parent(machine.environ)
         route = route_of(job, machine, env, statuses, pmix=job.srun_mpi.startswith("pmix"))
         argv = [*srun_head(ntasks, job.nodes, job.ntasks_per_node, label), f"--mpi={job.srun_mpi}",
                 *route.srun_options(), *job.launcher_args, *route.prefix(),
@@ -118,7 +72,7 @@ class SrunTorchPlanner:
         ranks = nproc * nodes
         tagged = job.tag_output and ranks > 1
         env = {**thread_env(machine, nproc), **run_env(job.run)}
-        statuses = status_parent(machine)
+        statuses = status_parent(machine.environ)
         route = route_of(job, machine, env, statuses, pmix=False)
         argv = [*srun_head(nodes, nodes, 1, label=False), *route.srun_options(), *route.prefix(),
                 route.python(machine.python), "-m", "trainrun.torchrun",

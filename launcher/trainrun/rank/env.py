@@ -1,7 +1,7 @@
 """The uniform rank environment: RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE under every launcher, mapped
 in Python (launcher_rank_env, for trainrun.rank.entry) and in sh (shell_rank_argv); rank_argv, the argv that
 starts one rank of a program under mpirun, srun or Horovod's Gloo controller. A task srun started gets Slurm's
-(trainrun.slurm.step_rank_env), each where nothing else set it.
+(trainrun.engines.slurm.step_rank_env), each where nothing else set it.
 
 The sh entry runs ranks under mpirun and Horovod's Gloo controller that run a command (`python train.py`,
 `python -m pkg.train`, `./run.sh`): export the uniform rank variables, run the command, and record a
@@ -15,7 +15,7 @@ import shlex
 from typing import Mapping
 
 from ..program import Program
-from ..slurm import OTHER_LAUNCHERS, STEP_TASKS, step_rank_env
+from ..engines.slurm import OTHER_LAUNCHERS, STEP_TASKS, step_rank_env
 from .status import STATUS_DIR
 
 # Each rank entry's pid, exported for everything the rank starts (trainrun.proctree finds leftovers by it).

@@ -17,7 +17,7 @@ from trainrun.job import SparkJob
 from trainrun.plan import RunOptions
 from trainrun.program import Program
 from trainrun.rank.env import VERBOSE
-from trainrun.slurm import Allocation
+from trainrun.engines.slurm import Allocation
 
 GOLDEN = Path(__file__).parent / "golden"
 # Inside a Slurm allocation (salloc/sbatch, srun on PATH), as Machine.slurm holds it.

@@ -1,4 +1,4 @@
-"""Slurm's facts as trainrun reads them (trainrun.slurm): host lists and task counts expanded as `scontrol show
+"""Slurm's facts as trainrun reads them (trainrun.engines.slurm): host lists and task counts expanded as `scontrol show
 hostnames` would, the rank environment of a task srun started (and none elsewhere), the allocation of a salloc or
 sbatch shell; the sh rank entry maps what Python maps; the image's MPI checks in a step
 (images/site-packages/trainstack_framework_ranks.py). Real clusters: tests/integration/test_slurm.py."""
@@ -14,7 +14,7 @@ import pytest
 
 from trainrun.errors import UsageError
 from trainrun.rank.env import launcher_rank_env, shell_rank_argv
-from trainrun.slurm import (Allocation, allocation, expand_hostlist, expand_tasks_per_node, gpus_on_node, master_port,
+from trainrun.engines.slurm import (Allocation, allocation, expand_hostlist, expand_tasks_per_node, gpus_on_node, master_port,
                            step_rank_env)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "images" / "site-packages"))
@@ -180,7 +180,7 @@ def doctor_facts(**changes):
     ({"environ": {**STEP, "CUDA_VISIBLE_DEVICES": "0,1"}}, [("slurm", "ok")]),
 ])
 def test_the_doctor_checks_what_slurm_gives(changes, expected) -> None:
-    from trainrun.doctor import slurm_checks
+    from trainrun.engines.slurm import slurm_checks
 
     assert [(check.name, check.status) for check in slurm_checks(doctor_facts(**changes))] == expected
 
@@ -207,7 +207,7 @@ def test_ranks_in_an_image_are_not_checked_against_this_hosts_files(plan_for) ->
 
 
 def test_the_doctor_names_where_the_pool_of_an_allocation_would_run() -> None:
-    from trainrun.doctor import spark_pool_checks
+    from trainrun.engines.slurm import spark_pool_checks
 
     (check,) = spark_pool_checks(doctor_facts(environ=BATCH, packages={"pyspark": "4.3.0"}, java="17"))
     assert check.detail.startswith("trainrun spark-pool, and trainrun spark with no --master, start a pool here: its "
@@ -254,3 +254,18 @@ def test_the_pools_master_is_its_own(plan_for) -> None:
     with pytest.raises(UsageError, match="spark.master = 'spark://elsewhere:7077': is the pool's own"):
         plan_for(["spark-pool", "--conf", "spark.master=spark://elsewhere:7077", "--", "python", "train.py"],
                  slurm=Allocation("7", ("n1", "n2"), (1, 1)))
+
+
+@pytest.mark.parametrize(("environ", "srun", "engine"), [
+    ({**BATCH, "SLURM_STEP_NUM_TASKS": "4"}, "/usr/bin/srun", "slurm-step"),
+    (BATCH, "/usr/bin/srun", "slurm-allocation"),
+    (BATCH, None, "local"),  # the job's variables in a container without srun
+    ({}, "/usr/bin/srun", "local"),  # a login node
+])
+def test_one_place_says_which_engine_the_process_is_in(environ: dict[str, str], srun: str | None,
+                                                        engine: str) -> None:
+    from trainrun.engines import current
+
+    where = current(environ, which=lambda name: srun)
+    assert where.engine == engine
+    assert (where.allocation is not None) == (engine == "slurm-allocation")

@@ -37,7 +37,7 @@ from ...errors import UsageError
 from ...image_contract import DISCOVERY_SCRIPT_PATH
 from ...machine import pick_free_port
 from ...proctree import terminate
-from ...slurm import Allocation
+from ...engines.slurm import Allocation
 from ...validate import spark_conf_item
 from .pool_secret import security_conf, write_private_conf
 from . import pool_worker
