@@ -83,4 +83,6 @@ class SparkPoolJob:
     template_set: tuple[tuple[str, str], ...] = ()
     conf: tuple[tuple[str, str], ...] = ()
     placeholder_gpus: bool = False  # GPU addresses without devices (a template's gpu.placeholders)
+    container_runtime: str | None = None  # master, workers and command in the image (trainrun.containers)
+    container_image: str | None = None
     run: RunOptions = RunOptions()

@@ -132,9 +132,6 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     if runtime not in RUNTIMES:
         problems.append(Problem("runtime", runtime, "is not a container runtime this target renders",
                                 ", ".join(RUNTIMES)))
-    elif launch == "spark" and runtime != "host":
-        problems.append(Problem("runtime", runtime, "is not yet rendered for a Spark pool, whose trainrun runs on the "
-                                "nodes' own Python", "host, or launch=srun for MPI or torchrun ranks in the image"))
     if not _check_time(time):
         problems.append(Problem("time", time, "is not a time sbatch reads", TIME_FORMATS))
     nodes, executors = template.nodes, template.executor.instances
@@ -145,7 +142,10 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
     if problems:
         raise TemplateError(where, problems)
     if launch == "spark":
-        return _spark_pool_request(template, job_name, script, time, partition, account).script(template)
+        image_words = [] if runtime == "host" else [
+            "--container-runtime", runtime, "--container-image", workload.image_reference(template, image, registry)]
+        return _spark_pool_request(template, job_name, script, time, partition, account, runtime,
+                                   image_words).script(template)
     return _srun_request(template, image, registry, job_name, script, runtime, partition, account,
                          time).script(template)
 
@@ -162,8 +162,10 @@ def _common_options(template: PoolTemplate, job_name: str | None, time: str, par
 
 
 def _spark_pool_request(template: PoolTemplate, job_name: str | None, script: str | None, time: str,
-                        partition: str | None, account: str | None) -> BatchRequest:
-    """One worker a node, as the template's executors of that node; the job on the pool as its kind runs."""
+                        partition: str | None, account: str | None, runtime: str,
+                        image_words: list[str]) -> BatchRequest:
+    """One worker a node, as the template's executors of that node; the job on the pool as its kind runs; under a
+    container runtime, master, workers and job in the image (trainrun on the nodes starts them)."""
     per_node = template.executor.instances // template.nodes
     head, tail = _common_options(template, job_name, time, partition, account)
     options = [*head, ("ntasks-per-node", "1")]
@@ -173,17 +175,18 @@ def _spark_pool_request(template: PoolTemplate, job_name: str | None, script: st
         options.append(("gpus-per-node", str(template.gpu.per_executor * per_node)))
     options += [("mem", _pool_memory(template, per_node)), *tail]
     kind = template.job.kind
-    program = ["python", *workload.script_words(template, "slurm", script, _examples_of("host",
+    program = ["python", *workload.script_words(template, "slurm", script, _examples_of(runtime,
                                                                                       SPARK_SCRIPTS[kind]))]
     if kind == "barrier":
         program = ["trainrun", "spark", "-np", str(template.job.processes or template.total_task_slots()), *program]
-    pool = ["trainrun", "spark-pool", *(["--placeholder-gpus"] if template.uses_gpus and template.gpu.placeholders
-                                        else [])]
+    pool = ["trainrun", "spark-pool", *image_words,
+            *(["--placeholder-gpus"] if template.uses_gpus and template.gpu.placeholders else [])]
     for key, value in template.spark_conf().items():
         pool += ["--conf", f"{key}={value}"]
-    launch = (f"spark: a Spark pool of this job's own ({template.nodes} nodes, a worker each), job kind {kind}; "
-              "trainrun spark-pool starts it, runs the job on it and stops it")
-    return BatchRequest(options, {}, [*pool, "--", *program], launch, submit_from=_submit_from("host", script))
+    where = "" if runtime == "host" else f", in the image under {runtime}"
+    launch = (f"spark: a Spark pool of this job's own ({template.nodes} nodes, a worker each{where}), job kind "
+              f"{kind}; trainrun spark-pool starts it, runs the job on it and stops it")
+    return BatchRequest(options, {}, [*pool, "--", *program], launch, submit_from=_submit_from(runtime, script))
 
 
 def _srun_request(template: PoolTemplate, image: str | None, registry: str | None, job_name: str | None,

@@ -38,7 +38,7 @@ def image_reference(template: PoolTemplate, image: str | None, registry: str | N
         problems.append(Problem("registry", registry, "is not a registry", REGISTRY_VALID))
     if problems:
         raise TemplateError(f"render {template.name!r}", problems)
-    flavor = "gpu" if template.uses_gpus else "cpu"
+    flavor = "gpu" if template.uses_gpus and not template.gpu.placeholders else "cpu"
     return image or f"{registry or DEFAULT_REGISTRY}/{IMAGE_NAME}:{IMAGE_TAGS[flavor]}"
 
 

@@ -79,6 +79,10 @@ CASES = {
     "spark_pool_placeholder_gpus": (["spark-pool", "--template", "gpu-pool", "--placeholder-gpus", "--conf",
                                      "spark.executor.resource.gpu.discoveryScript=/opt/gpus.sh", "--", "python",
                                      "train.py"], {"slurm": ALLOCATION}),
+    "spark_pool_in_the_image_under_podman": (["spark-pool", "--template", "cpu-pool", "--container-runtime", "podman",
+                                              "--container-image", "ghcr.io/trainstack/trainstack:cpu", "--", "python",
+                                              "/opt/trainstack/examples/torch_distributor_mnist.py"],
+                                             {"slurm": ALLOCATION, "is_root": True, "cwd": "/home/alice/mnist"}),
     # Inside the pool's command: MASTER names the pool, and trainrun spark starts none of its own.
     "spark_on_the_pool_of_master": (["spark", "-np", "2", "train.py"],
                                     {"slurm": ALLOCATION, "environ": {"MASTER": "spark://n1:7077"}}),

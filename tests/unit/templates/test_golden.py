@@ -60,17 +60,21 @@ def srun_rendered(name: str, runtime: str) -> tuple[str, str]:
         return f"{stem}.refused", f"{exc}\n"
 
 
-# Renders the docs show with overrides: the Slurm quickstart's pool of local-pool with TorchDistributor as its job.
+# Renders the docs show with overrides: the Slurm quickstart's pool of local-pool with TorchDistributor as its job,
+# on the nodes' own Python and in the image under each container runtime.
+TORCH_DISTRIBUTOR = {"job.kind": "torch-distributor", "gpu.per_task": "1"}
 OVERRIDE_CASES = {
-    "local-pool.slurm-torch-distributor.sbatch": ("local-pool", "slurm",
-                                                  {"job.kind": "torch-distributor", "gpu.per_task": "1"}),
+    "local-pool.slurm-torch-distributor.sbatch": ("local-pool", "slurm", TORCH_DISTRIBUTOR, {}),
+    **{f"local-pool.slurm-torch-distributor-{runtime}.sbatch": (
+        "local-pool", "slurm", TORCH_DISTRIBUTOR, {"runtime": runtime, "registry": RUNTIME_REGISTRY})
+       for runtime in ("pyxis", "apptainer", "podman")},
 }
 
 
 @pytest.mark.parametrize("file_name", sorted(OVERRIDE_CASES))
 def test_render_with_overrides_matches_golden(file_name: str, golden) -> None:
-    name, target, overrides = OVERRIDE_CASES[file_name]
-    golden(file_name, render(load_template(name, overrides), target))
+    name, target, overrides, parameters = OVERRIDE_CASES[file_name]
+    golden(file_name, render(load_template(name, overrides), target, **parameters))
 
 
 def test_every_golden_file_belongs_to_a_template_and_target() -> None:

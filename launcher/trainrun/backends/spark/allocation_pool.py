@@ -3,14 +3,17 @@ spark-pool` and, for its barrier stage, `trainrun spark` with no master inside s
 runs this module's main).
 
     python -m trainrun.backends.spark.allocation_pool --nodes n1,n2 --master-port P --worker-cores C
-        --worker-memory M [--worker-gpus G --discovery-script S [--placeholder-gpus]] [--conf K=V ...] -- COMMAND...
+        --worker-memory M [--worker-gpus G --discovery-script S [--placeholder-gpus]] [--conf K=V ...]
+        [--container-runtime R --container-image I --workdir D [--as-root] [--gpus]] -- COMMAND...
 
-The master runs on this node (the allocation's first, where the batch script runs), one worker on every node through
-one srun step (trainrun.backends.spark.pool_worker). Once every worker has registered, COMMAND runs against the pool:
-its Spark conf folder (SPARK_CONF_DIR) holds the pool's master and the job's Spark conf, and MASTER names the master,
-as spark-submit reads it, so that `spark-submit`, `python train.py` whose SparkSession sets no master, and a notebook
-all run on the pool. However COMMAND ends, the pool is stopped by pid (srun ends the workers and their executors on
-every node, each removing its work folder) and its conf folder removed.
+The master runs on the allocation's first node (where the batch script runs), one worker on every node; each is an
+srun step of trainrun.backends.spark.pool_daemon, on the nodes' own Python or in the image under a container runtime
+(trainrun.containers). Once every worker has registered, COMMAND runs against the pool (in this shell, or in the image
+as a step on the first node): its Spark conf folder (SPARK_CONF_DIR) holds the pool's master and the job's Spark conf,
+and MASTER names the master, as spark-submit reads it, so that `spark-submit`, `python train.py` whose SparkSession
+sets no master, and a notebook all run on the pool. However COMMAND ends, the pool is stopped: each step is told to
+stop (the workers end their executors and remove their work folders), then what is left is ended by pid, and the
+conf folder is removed.
 
 A secret made for this job authenticates master, workers, executors and driver (spark.authenticate, RPC encrypted),
 in a Spark conf only the job's user can read, in the home folder the nodes share: another user of the nodes cannot
@@ -40,11 +43,10 @@ from ...proctree import terminate
 from ...engines.slurm import Allocation
 from ...validate import spark_conf_item
 from .pool_secret import security_conf, write_private_conf
-from . import pool_worker
-from .pool_worker import worker_argv
+from ...containers import ContainerRoute, container_route
+from .pool_daemon import STOP_SIGNAL, master_argv, worker_argv
 
 MODULE = "trainrun.backends.spark.allocation_pool"
-MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 DEFAULT_WORKER_MEMORY = "1g"
 REGISTER_SECONDS = 120.0
 STOP_SECONDS = 15.0
@@ -52,6 +54,10 @@ POOL_LOST = 1  # the exit code of a job whose pool's workers ended under it
 CONF_FILE = "spark-defaults.conf"
 EXECUTOR_GPUS = "spark.executor.resource.gpu.amount"
 EXECUTOR_DISCOVERY_SCRIPT = "spark.executor.resource.gpu.discoveryScript"
+# What the pool's containers are given by name (Podman's; the other runtimes pass the environment through).
+POOL_ENV = ("SPARK_CONF_DIR", "MASTER", "PYTHONUNBUFFERED")
+# Each step of the pool: one more beside the others on the allocation's CPUs (srun --overlap, Slurm 20.11 and later).
+STEP_OPTIONS = ("--overlap", "--kill-on-bad-exit=1")
 
 
 @dataclass(frozen=True)
@@ -66,6 +72,8 @@ class AllocationPool:
     discovery_script: str | None = None
     placeholder_gpus: bool = False  # GPU addresses without devices, so that Spark's GPU scheduling runs on CPUs
     conf: tuple[tuple[str, str], ...] = ()
+    # The image master, workers and command run in (trainrun.containers), or the nodes' own Python.
+    route: ContainerRoute = ContainerRoute("host", None, "/")
 
     @property
     def master_url(self) -> str:
@@ -79,6 +87,10 @@ class AllocationPool:
             argv += ["--placeholder-gpus"] if self.placeholder_gpus else []
         for key, value in self.conf:
             argv += ["--conf", f"{key}={value}"]
+        if self.route.runtime != "host":
+            argv += ["--container-runtime", self.route.runtime, "--container-image", str(self.route.image),
+                     "--workdir", self.route.workdir, *(["--as-root"] if self.route.as_root else []),
+                     *(["--gpus"] if self.route.gpus else [])]
         return [*argv, "--", *command]
 
     def note(self, job_id: str) -> str:
@@ -88,8 +100,8 @@ class AllocationPool:
             kind = "placeholder GPU addresses" if self.placeholder_gpus else "GPUs (those Slurm gave the node)"
             gpus = f", {self.worker_gpus} {kind}"
         return (f"inside Slurm job {job_id}: a Spark pool for this job, master {self.master_url}, a worker of {cores}"
-                f"{gpus} and {self.worker_memory} on each of {', '.join(self.nodes)} through srun, authenticated with "
-                "a secret of the job's own")
+                f"{gpus} and {self.worker_memory} on each of {', '.join(self.nodes)} through srun"
+                f"{self.route.note().replace('each in', 'all in')}, authenticated with a secret of the job's own")
 
 
 def plan_pool(allocation: Allocation, conf: Mapping[str, str], master_port: int, num_processes: int | None = None,
@@ -153,42 +165,47 @@ def alive_workers(host: str, ui_port: int) -> int:
 
 
 def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> int:
-    """Starts the pool, runs `command` against it, stops the pool; the command's exit code. The master's UI, which
-    says when every worker has registered, is on a free port of this node."""
+    """Starts the pool, runs `command` against it, stops the pool; the command's exit code. Master and workers are
+    srun steps (so that a container runtime can start them, Pyxis through srun's own options); the master's UI, which
+    says when every worker has registered, is on a free port of the first node. The command runs in this shell, or
+    under a container runtime as a step on the first node."""
     ui_port = pick_free_port()
-    spark_class = os.path.join(os.environ.get("SPARK_HOME", ""), "bin", "spark-class")
     conf_dir = write_conf(pool, conf_parent)
-    env = {**os.environ, "SPARK_CONF_DIR": conf_dir}
+    env = {**os.environ, "SPARK_CONF_DIR": conf_dir, "MASTER": pool.master_url}
+    route = pool.route
+    python = route.python(sys.executable)
+    first = ["srun", "--nodes", "1", "--ntasks", "1", "--nodelist", pool.nodes[0], *STEP_OPTIONS]
     started: dict[str, subprocess.Popen] = {}
     try:
         started["the master"] = subprocess.Popen(
-            [spark_class, MASTER_CLASS, "--host", pool.nodes[0], "--port", str(pool.master_port), "--webui-port",
-             str(ui_port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [*first, *route.srun_options(), *route.prefix(),
+             *master_argv(python, pool.nodes[0], pool.master_port, ui_port)],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         # One srun step, so that ending srun ends every worker; --gpus-per-node narrows each node's
         # CUDA_VISIBLE_DEVICES to the GPUs its worker offers.
         gpus = [f"--gpus-per-node={pool.worker_gpus}"] if pool.worker_gpus and not pool.placeholder_gpus else []
         started["the workers' srun"] = subprocess.Popen(
             ["srun", "--nodes", str(len(pool.nodes)), "--ntasks", str(len(pool.nodes)), "--ntasks-per-node", "1",
-             *gpus, "--kill-on-bad-exit=1",
-             *worker_argv(sys.executable, pool.worker_cores, pool.worker_memory, pool.master_url, pool.worker_gpus,
+             *gpus, *STEP_OPTIONS, *route.srun_options(), *route.prefix(),
+             *worker_argv(python, pool.worker_cores, pool.worker_memory, pool.master_url, pool.worker_gpus,
                           pool.discovery_script, pool.placeholder_gpus)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         _wait_for_workers(pool, ui_port, started)
         print(f"trainrun: Spark pool {pool.master_url}: {len(pool.nodes)} workers registered", file=sys.stderr,
               flush=True)
-        started["the job"] = subprocess.Popen(list(command), env={**env, "MASTER": pool.master_url})
+        job = list(command) if route.runtime == "host" else [*first, *route.srun_options(), *route.prefix(),
+                                                               *command]
+        started["the job"] = subprocess.Popen(job, env=env)
         return _wait_for_job(started["the job"], started["the workers' srun"])
     finally:
         # Not cut short by the next SIGTERM (Slurm's and trainrun's both come at a time limit or scancel); the secret
         # first, since a SIGKILL (KillWait after Slurm's SIGTERM) may still cut the rest short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutil.rmtree(conf_dir, ignore_errors=True)
-        workers = started.get("the workers' srun")
-        if workers is not None:
-            _stop_workers(workers)
+        _stop_steps([process for name, process in started.items() if name != "the job" or route.runtime != "host"])
         terminate([process.pid for process in reversed(started.values()) if process.poll() is None], STOP_SECONDS)
-        if workers is not None:
-            _report_executors(workers)
+        if "the workers' srun" in started:
+            _report_executors(started["the workers' srun"])
 
 
 def _wait_for_job(job: subprocess.Popen, workers: subprocess.Popen) -> int:
@@ -205,16 +222,18 @@ def _wait_for_job(job: subprocess.Popen, workers: subprocess.Popen) -> int:
                 return POOL_LOST
 
 
-def _stop_workers(workers: subprocess.Popen) -> None:
-    """srun forwards SIGUSR2 to every worker (pool_worker), which stops its executors, removes its folder and says
-    what ran; a SIGTERM would make srun kill the step at once."""
-    if workers.poll() is not None:
-        return
-    workers.send_signal(pool_worker.STOP_SIGNAL)
-    try:
-        workers.wait(STOP_SECONDS)
-    except subprocess.TimeoutExpired:
-        pass
+def _stop_steps(steps: list[subprocess.Popen]) -> None:
+    """srun forwards SIGUSR2 to each step's tasks (and a container runtime to the container): each daemon
+    (pool_daemon) stops what it started, a worker removes its folder and says what ran. A SIGTERM would make srun
+    kill the step at once, and a container runtime's process with it, leaving the container behind."""
+    running = [step for step in steps if step.poll() is None]
+    for step in running:
+        step.send_signal(STOP_SIGNAL)
+    for step in running:
+        try:
+            step.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _report_executors(workers: subprocess.Popen) -> None:
@@ -249,14 +268,34 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("--discovery-script")
     parser.add_argument("--placeholder-gpus", action="store_true")
     parser.add_argument("--conf", action="append", default=[], type=lambda item: spark_conf_item("--conf", item))
+    parser.add_argument("--container-runtime")
+    parser.add_argument("--container-image")
+    parser.add_argument("--workdir", default=os.getcwd())
+    parser.add_argument("--as-root", action="store_true")
+    parser.add_argument("--gpus", action="store_true")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    conf_parent = conf_parent_folder(os.environ)
+    route = pool_route(args.container_runtime, args.container_image, args.workdir, conf_parent, args.as_root,
+                       args.gpus)
     pool = AllocationPool(tuple(args.nodes.split(",")), args.master_port, args.worker_cores, args.worker_memory,
-                          args.worker_gpus, args.discovery_script, args.placeholder_gpus, tuple(args.conf))
+                          args.worker_gpus, args.discovery_script, args.placeholder_gpus, tuple(args.conf), route)
     signal.signal(signal.SIGTERM, _terminated)
-    conf_parent = os.path.join(os.path.expanduser("~"), ".cache", "trainrun")
     return run_pool(pool, command, conf_parent)
+
+
+def pool_route(runtime: str | None, image: str | None, workdir: str, conf_parent: str, as_root: bool,
+               gpus: bool) -> ContainerRoute:
+    """The container master, workers and command run in: the job's folder and the pool's conf folder mounted,
+    its variables passed in; checked as trainrun mpi's are (trainrun.containers)."""
+    return container_route(runtime, image, workdir=workdir, folders=(conf_parent,), env=POOL_ENV, pmix=False,
+                           as_root=as_root, gpus=gpus)
+
+
+def conf_parent_folder(environ: Mapping[str, str]) -> str:
+    """Where each pool's private conf folder is made: the home folder, which every node sees."""
+    return os.path.join(environ.get("HOME", os.path.expanduser("~")), ".cache", "trainrun")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 command, which runs on it as it would on any cluster's Spark (`spark-submit train.py`, `python train.py` whose
 SparkSession names no master, `jupyter lab`), then the pool stops (trainrun.backends.spark.allocation_pool).
 
-    trainrun spark-pool [--template NAME [--set KEY=VALUE]] [--conf KEY=VALUE] [--placeholder-gpus] -- COMMAND ARGS
+    trainrun spark-pool [--template NAME [--set KEY=VALUE]] [--conf KEY=VALUE] [--placeholder-gpus]
+        [--container-runtime R --container-image IMAGE] -- COMMAND ARGS
 
 The template's executors size each node's worker (cores, memory, GPUs) and its Spark conf reaches every driver of
 the pool through SPARK_CONF_DIR, with the pool's master and secret.
@@ -10,17 +11,18 @@ the pool through SPARK_CONF_DIR, with the pool's master and secret.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from typing import Any
 
-from ...arguments import add_job_options, add_option
+from ...arguments import add_container_options, add_job_options, add_option
 from ...errors import MissingBackend, UsageError
 from ...job import SparkPoolJob
 from ...machine import Machine
 from ...plan import Plan, RunOptions, run_env
 from ...validate import key_value, spark_conf_item
 from . import DEFAULT_CONF, INSTALL_JAVA, INSTALL_PYSPARK, INSTALL_TEMPLATES
-from .allocation_pool import EXECUTOR_DISCOVERY_SCRIPT, plan_pool
+from .allocation_pool import EXECUTOR_DISCOVERY_SCRIPT, conf_parent_folder, plan_pool, pool_route
 
 OUTSIDE_ALLOCATION = ("a shell of salloc or sbatch, where srun starts the workers; on one machine: invoke pool.up "
                       "(a pool of containers) or trainrun spark --master local[N]")
@@ -72,16 +74,23 @@ class SparkPoolPlanner:
         if "spark.master" in conf:
             raise UsageError("spark.master", conf["spark.master"], "is the pool's own, which trainrun spark-pool starts",
                              valid="no spark.master; a pool of your own: spark-submit --master URL without trainrun")
-        if EXECUTOR_DISCOVERY_SCRIPT in conf:
+        in_image = job.container_runtime not in (None, "host")
+        if EXECUTOR_DISCOVERY_SCRIPT in conf and not in_image:
             conf[EXECUTOR_DISCOVERY_SCRIPT] = discovery_script_here(conf[EXECUTOR_DISCOVERY_SCRIPT])
         pool = plan_pool(machine.slurm, conf, machine.free_port, placeholder_gpus=placeholder_gpus, pool_conf=conf)
+        route = pool_route(job.container_runtime, job.container_image, machine.cwd,
+                           conf_parent_folder(machine.environ), machine.is_root,
+                           gpus=bool(pool.worker_gpus) and not pool.placeholder_gpus)
+        pool = dataclasses.replace(pool, route=route)
         env = run_env(job.run)
-        if machine.spark_home and "SPARK_HOME" not in machine.environ:
-            env["SPARK_HOME"] = machine.spark_home
-        if "PYSPARK_PYTHON" not in machine.environ:
-            env["PYSPARK_PYTHON"] = machine.python
+        if not in_image:  # the image's own Spark and Python otherwise
+            if machine.spark_home and "SPARK_HOME" not in machine.environ:
+                env["SPARK_HOME"] = machine.spark_home
+            if "PYSPARK_PYTHON" not in machine.environ:
+                env["PYSPARK_PYTHON"] = machine.python
         return Plan(backend=f"spark pool (Slurm, {len(pool.nodes)} workers)", argv=pool.argv(machine.python, job.command),
                     env=env, spark_conf=conf, launcher="the Spark pool", master=pool.master_url,
+                    container_image=route.image,
                     notes=(pool.note(machine.slurm.job_id),), run=job.run)
 
 
@@ -101,6 +110,9 @@ def add_parser(sub: Any) -> None:
     add_option(pool, "--placeholder-gpus", action="store_true",
                help="the workers report GPU addresses without devices (the template's gpu.placeholders), so that "
                     "Spark's GPU scheduling runs on CPUs; Slurm is asked for no GPUs")
+    images = pool.add_argument_group("in the image", "Master, workers and the command in the image, each an srun "
+                                     "step under the nodes' container runtime.")
+    add_container_options(images)
     add_job_options(pool, "a command, e.g. spark-submit train.py or python train.py")
     pool.set_defaults(make_job=job_from_args)
 
@@ -110,4 +122,5 @@ def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions)
     return SparkPoolJob(command=tuple(command), template=args.template,
                         template_set=tuple(key_value("--set", item) for item in args.template_set),
                         conf=tuple(spark_conf_item("--conf", item) for item in args.conf),
-                        placeholder_gpus=args.placeholder_gpus, run=run)
+                        placeholder_gpus=args.placeholder_gpus, container_runtime=args.container_runtime,
+                        container_image=args.container_image, run=run)
