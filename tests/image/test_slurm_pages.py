@@ -5,6 +5,9 @@ ranks to the accuracy `trainrun mpi -np 4` gives in the image on one host. The l
 (tests/support/slurm_pages.py, which sets what this machine alone needs, each with why); Pyxis's and Apptainer's cannot
 run here (their lines: tests/unit/templates/test_slurm_runtimes.py and the launcher's golden plans).
 
+The same page's pool template rendered for Podman (master, workers and TorchDistributor's driver in the image, each
+an srun step) learns as the nodes' own Python does, and leaves no container behind.
+
 Under `invoke test --long`: the export and load take about 3 minutes, each job about a minute.
 """
 from __future__ import annotations
@@ -84,3 +87,18 @@ def test_the_quickstarts_image_line_trains_on_two_nodes_as_on_one_host(cluster, 
     assert got["ranks"] == 4, output[-3000:]
     assert abs(got["accuracy"] - one_host_accuracy(EXAMPLE.search(line.command)[1])) < 0.02, output[-3000:]
     assert (examples / "checkpoints").is_dir()
+
+
+def test_the_quickstarts_pool_template_under_podman_learns_and_leaves_no_container(cluster, exported) -> None:
+    (line,) = [line for line in slurm_pages.page_lines()
+               if line.startswith("pooltemplates render local-pool") and "--runtime podman" in line]
+    examples = slurm_pages.checkout_copy(cluster)
+    limits = Path(tempfile.mkdtemp(dir=examples))
+    env = slurm_pages.job_env(cluster, **slurm_pages.podman_limits_env(limits))
+    output = slurm_pages.run_line(line, examples, env)
+    got = slurm_pages.summary(output)
+    assert got["workflow"] == "torch-distributor" and got["ranks"] == 2 and got["accuracy"] > 0.9, output[-3000:]
+    stopped = next(line for line in output.splitlines() if "Spark pool stopped" in line)
+    assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), output[-3000:]
+    left = subprocess.run(["podman", "ps", "-a", "--format", "{{.ID}} {{.Command}}"], capture_output=True, text=True)
+    assert "pool_daemon" not in left.stdout and "torch_distributor" not in left.stdout, left.stdout

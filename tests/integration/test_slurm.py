@@ -198,7 +198,8 @@ def test_the_quickstarts_pool_template_runs_torch_distributor_on_a_pool_across_b
     """`pooltemplates render local-pool --target slurm` with TorchDistributor as its job, then sbatch, as the quickstart
     pastes them: trainrun spark-pool starts a worker on each node, the unchanged example (local_mode=False, 2
     processes) learns as on the local pool of containers, both workers run an executor, and nothing is left."""
-    (line,) = [line for line in slurm_pages.page_lines() if line.startswith("pooltemplates render local-pool")]
+    (line,) = [line for line in slurm_pages.page_lines()
+               if line.startswith("pooltemplates render local-pool") and "--runtime" not in line]
     examples, before = slurm_pages.checkout_copy(cluster), pool_folders()
     output = slurm_pages.run_line(line, examples, slurm_pages.job_env(cluster), timeout=400)
     got = slurm_pages.summary(output)
