@@ -55,7 +55,7 @@ CONF_FILE = "spark-defaults.conf"
 EXECUTOR_GPUS = "spark.executor.resource.gpu.amount"
 EXECUTOR_DISCOVERY_SCRIPT = "spark.executor.resource.gpu.discoveryScript"
 # What the pool's containers are given by name (Podman's; the other runtimes pass the environment through).
-POOL_ENV = ("SPARK_CONF_DIR", "MASTER", "PYTHONUNBUFFERED")
+POOL_ENV = ("SPARK_CONF_DIR", "MASTER", "PYTHONUNBUFFERED", "SLURMD_NODENAME")
 # Each step of the pool: one more beside the others on the allocation's CPUs (srun --overlap, Slurm 20.11 and later).
 STEP_OPTIONS = ("--overlap", "--kill-on-bad-exit=1")
 
