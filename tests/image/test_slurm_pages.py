@@ -102,3 +102,19 @@ def test_the_quickstarts_pool_template_under_podman_learns_and_leaves_no_contain
     assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), output[-3000:]
     left = subprocess.run(["podman", "ps", "-a", "--format", "{{.ID}} {{.Command}}"], capture_output=True, text=True)
     assert "pool_daemon" not in left.stdout and "torch_distributor" not in left.stdout, left.stdout
+
+
+def test_a_horovod_spark_estimator_learns_as_the_job_of_a_pool_template_under_podman(cluster, exported) -> None:
+    """`job.kind=horovod` renders the horovod.spark estimator example (TorchEstimator, Gloo) as the pool's job, its
+    store in the job's folder, which both nodes see: the fit runs a rank on each node's executor and learns."""
+    examples = slurm_pages.checkout_copy(cluster)
+    limits = Path(tempfile.mkdtemp(dir=examples))
+    env = slurm_pages.job_env(cluster, **slurm_pages.podman_limits_env(limits))
+    render = ("pooltemplates render local-pool --target slurm --runtime podman --image "
+              "ghcr.io/trainstack/trainstack:cpu --set job.kind=horovod --out pool.sbatch && sbatch pool.sbatch")
+    output = slurm_pages.run_line(render, examples, env)
+    got = slurm_pages.summary(output)
+    assert got["workflow"] == "horovod-spark-estimator" and got["ranks"] == 2, output[-3000:]
+    assert got["accuracy"] > 0.8, output[-3000:]
+    stopped = next(line for line in output.splitlines() if "Spark pool stopped" in line)
+    assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), output[-3000:]

@@ -236,10 +236,7 @@ def add_parser(sub: Any) -> None:
     add_option(spark, "--num-processes", "-np", type=positive, required=True, metavar="N",
                help="the number of ranks")
     spark.add_argument("--master", help="Spark master URL (default: the template's, else local[N])")
-    spark.add_argument("--template", help="cluster template name or file whose Spark conf is applied")
-    spark.add_argument("--set", dest="template_set", action="append", default=[], metavar="KEY=VALUE",
-                       help="override a template setting, e.g. executor.instances=4")
-    spark.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    add_conf_options(spark, "cluster template name or file whose Spark conf is applied")
     gpu = spark.add_mutually_exclusive_group()
     add_option(gpu, "--use-gpu", dest="use_gpu", action="store_true", default=None,
                help="GPUs for the ranks (needs spark.task.resource.gpu.amount; default: when --conf gives tasks "
@@ -253,6 +250,14 @@ def add_parser(sub: Any) -> None:
                             "ranks")
     add_job_options(spark, "a Python script or -m module")
     spark.set_defaults(make_job=job_from_args)
+
+
+def add_conf_options(parser: argparse.ArgumentParser, template_help: str) -> None:
+    """--template, --set and --conf: the Spark conf of `trainrun spark` and `trainrun spark-pool`."""
+    parser.add_argument("--template", help=template_help)
+    parser.add_argument("--set", dest="template_set", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a template setting, e.g. executor.instances=4")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
 
 
 def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions) -> SparkJob:

@@ -21,7 +21,7 @@ from ...job import SparkPoolJob
 from ...machine import Machine
 from ...plan import Plan, RunOptions, run_env
 from ...validate import key_value, spark_conf_item
-from . import DEFAULT_CONF, INSTALL_JAVA, INSTALL_PYSPARK, INSTALL_TEMPLATES
+from . import DEFAULT_CONF, INSTALL_JAVA, INSTALL_PYSPARK, INSTALL_TEMPLATES, add_conf_options
 from .allocation_pool import EXECUTOR_DISCOVERY_SCRIPT, conf_parent_folder, plan_pool, pool_route
 
 OUTSIDE_ALLOCATION = ("a shell of salloc or sbatch, where srun starts the workers; on one machine: invoke pool.up "
@@ -102,11 +102,8 @@ def add_parser(sub: Any) -> None:
                                       "allocation's nodes (the master on the first, a worker on each through srun), "
                                       "runs COMMAND on it (spark-submit, python, jupyter lab: SPARK_CONF_DIR and "
                                       "MASTER name the pool), then stops the pool.")
-    pool.add_argument("--template", help="cluster template name or file: its executors size the workers, its Spark "
-                                         "conf reaches the pool's drivers")
-    pool.add_argument("--set", dest="template_set", action="append", default=[], metavar="KEY=VALUE",
-                      help="override a template setting, e.g. executor.instances=4")
-    pool.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark conf")
+    add_conf_options(pool, "cluster template name or file: its executors size the workers, its Spark conf reaches "
+                           "the pool's drivers")
     add_option(pool, "--placeholder-gpus", action="store_true",
                help="the workers report GPU addresses without devices (the template's gpu.placeholders), so that "
                     "Spark's GPU scheduling runs on CPUs; Slurm is asked for no GPUs")
