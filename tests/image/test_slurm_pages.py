@@ -106,12 +106,16 @@ def test_the_quickstarts_pool_template_under_podman_learns_and_leaves_no_contain
 
 def test_a_horovod_spark_estimator_learns_as_the_job_of_a_pool_template_under_podman(cluster, exported) -> None:
     """`job.kind=horovod` renders the horovod.spark estimator example (TorchEstimator, Gloo) as the pool's job, its
-    store in the job's folder, which both nodes see: the fit runs a rank on each node's executor and learns."""
+    store in the job's folder, which both nodes see: the fit runs a rank on each node's executor and learns. Both
+    emulated nodes are one host, so an executor takes the other's shuffle files for its own host's and reads them from
+    disk (NoSuchFileException: its /tmp is another container's): spark.shuffle.readHostLocalDisk=false fetches them
+    over the network, as between two real hosts."""
     examples = slurm_pages.checkout_copy(cluster)
     limits = Path(tempfile.mkdtemp(dir=examples))
     env = slurm_pages.job_env(cluster, **slurm_pages.podman_limits_env(limits))
     render = ("pooltemplates render local-pool --target slurm --runtime podman --image "
-              "ghcr.io/trainstack/trainstack:cpu --set job.kind=horovod --out pool.sbatch && sbatch pool.sbatch")
+              "ghcr.io/trainstack/trainstack:cpu --set job.kind=horovod --set conf.spark.shuffle.readHostLocalDisk=false "
+              "--out pool.sbatch && sbatch pool.sbatch")
     output = slurm_pages.run_line(render, examples, env)
     got = slurm_pages.summary(output)
     assert got["workflow"] == "horovod-spark-estimator" and got["ranks"] == 2, output[-3000:]
