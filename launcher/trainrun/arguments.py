@@ -182,7 +182,7 @@ class TrainrunParser(argparse.ArgumentParser):
         return self._subparsers is None
 
     def _backends(self) -> dict[str, "TrainrunParser"]:
-        """The subcommands' parsers by name: mpi, torch, spark, doctor, selftest."""
+        """The subcommands' parsers by name: mpi, torch, spark, spark-pool, doctor, selftest."""
         return next(a for a in self._actions if isinstance(a, argparse._SubParsersAction)).choices
 
     def _backend_parser(self, name: str) -> "TrainrunParser":

@@ -62,9 +62,13 @@ def pyspark_unbuffers_its_ranks() -> bool:
 
 
 def way_param(way: str):
+    """Without the patch a distributor's ranks are expected late. Local mode always is; outside it (a barrier stage
+    on local[2], where the host has pandas and pyarrow) a short rank's first line sometimes still comes in time, so
+    only local mode's expectation is strict. The images' patched PySpark is held to the second in the image tier."""
     if way in DISTRIBUTORS and not pyspark_unbuffers_its_ranks():
         return pytest.param(way, marks=pytest.mark.xfail(
-            reason="this PySpark lacks images/patches/pyspark-4.3.0-unbuffered-ranks.patch", strict=True))
+            reason="this PySpark lacks images/patches/pyspark-4.3.0-unbuffered-ranks.patch",
+            strict=way == "TorchDistributor-local"))
     return way
 
 
