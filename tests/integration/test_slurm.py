@@ -231,13 +231,16 @@ def test_an_exported_squashfs_runs_on_every_task_under_charliecloud(cluster, wor
     assert all(line.split()[1].startswith("12.") for line in result.stdout.splitlines())
 
 
-def processes_of_job(job_id: str) -> list[str]:
-    """The command lines of processes still running for a Slurm job (its id in their environment)."""
-    found = []
+def processes_of_job(job_id: str, node: str | None = None) -> dict[int, str]:
+    """{pid: command line} of the processes still running for a Slurm job (its id in their environment), on `node`
+    alone where given (SLURMD_NODENAME in their environment)."""
+    wanted = [f"SLURM_JOB_ID={job_id}".encode(), *([f"SLURMD_NODENAME={node}".encode()] if node else [])]
+    found = {}
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if f"SLURM_JOB_ID={job_id}".encode() in (proc / "environ").read_bytes().split(b"\0"):
-                found.append((proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"))
+            environ = (proc / "environ").read_bytes().split(b"\0")
+            if all(variable in environ for variable in wanted):
+                found[int(proc.name)] = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             continue
     return found
@@ -289,7 +292,7 @@ def no_pool_left(job_id: str, before: set[Path], seconds: float = 15) -> None:
     deadline = time.monotonic() + seconds
     while processes_of_job(job_id) and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert processes_of_job(job_id) == []
+    assert processes_of_job(job_id) == {}
     assert pool_folders() <= before
 
 
@@ -344,19 +347,6 @@ def test_the_time_limit_of_a_job_on_the_allocations_pool_leaves_nothing(cluster,
     no_pool_left(job_id, before, seconds=20)
 
 
-def processes_on_node(job_id: str, node: str) -> list[int]:
-    """The pids of a job's processes that Slurm started on `node` (SLURMD_NODENAME in their environment)."""
-    found = []
-    for proc in Path("/proc").glob("[0-9]*"):
-        try:
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if f"SLURM_JOB_ID={job_id}".encode() in environ and f"SLURMD_NODENAME={node}".encode() in environ:
-            found.append(int(proc.name))
-    return found
-
-
 @pytest.mark.long
 def test_a_node_lost_under_the_allocations_pool_ends_the_job_in_one_line_and_leaves_nothing(cluster, work) -> None:
     """Every process of the job on n2 killed at once, as when the node goes: the workers' srun ends (its
@@ -364,7 +354,7 @@ def test_a_node_lost_under_the_allocations_pool_ends_the_job_in_one_line_and_lea
     back, and nothing of the job is left on n1."""
     out, before = work / "lost.out", pool_folders()
     job_id = pool_job_running(cluster, work, out, "exec trainrun spark-pool -- python sleeps.py")
-    for pid in processes_on_node(job_id, "n2"):
+    for pid in processes_of_job(job_id, node="n2"):
         os.kill(pid, 9)
     wait_until_gone(cluster, job_id, 60)
     assert "the Spark pool's workers ended while the job ran" in out.read_text(), out.read_text()

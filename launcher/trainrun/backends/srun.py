@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ..containers import ContainerRoute, container_route
-from ..engines.slurm import (allocation_note, check_fits, master_port, srun_head, status_parent,
+from ..engines.slurm import (allocation_note, check_fits, home_cache, master_port, srun_head,
                              tasks_on_first_node)
 from ..errors import UsageError
 from ..job import MpiJob, TorchJob
@@ -49,7 +49,7 @@ class SrunMpiPlanner:
             env[SHOW_RANKS] = rank_list("--ranks-filter", job.ranks_filter, ntasks)
         env |= {**run_env(job.run), **user_env("-x", job.env, machine.environ)}
         label = job.tag_output and ntasks > 1
-        statuses = status_parent(machine.environ)
+        statuses = home_cache(machine.environ)
         route = route_of(job, machine, env, statuses, pmix=job.srun_mpi.startswith("pmix"))
         argv = [*srun_head(ntasks, job.nodes, job.ntasks_per_node, label), f"--mpi={job.srun_mpi}",
                 *route.srun_options(), *job.launcher_args, *route.prefix(),
@@ -72,7 +72,7 @@ class SrunTorchPlanner:
         ranks = nproc * nodes
         tagged = job.tag_output and ranks > 1
         env = {**thread_env(machine, nproc), **run_env(job.run)}
-        statuses = status_parent(machine.environ)
+        statuses = home_cache(machine.environ)
         route = route_of(job, machine, env, statuses, pmix=False)
         argv = [*srun_head(nodes, nodes, 1, label=False), *route.srun_options(), *route.prefix(),
                 route.python(machine.python), "-m", "trainrun.torchrun",

@@ -160,14 +160,21 @@ def gpus_on_node(environ: Mapping[str, str]) -> int:
     return int(per_node) if per_node.isdigit() else 0
 
 
-def srun_head(ntasks: int, nodes: int | None, ntasks_per_node: int | None, label: bool) -> list[str]:
+def srun_head(ntasks: int, nodes: int | None, ntasks_per_node: int | None, label: bool, nodelist: str | None = None,
+              overlap: bool = False) -> list[str]:
     """srun's options for a step of `ntasks`: --kill-on-bad-exit=1, so that one failed rank ends the step instead of
-    leaving the others waiting in a collective (Lightning's guide asks for it), and --label for each line's rank."""
+    leaving the others waiting in a collective (Lightning's guide asks for it), --label for each line's rank, the
+    nodes it runs on, and --overlap for a step beside the others on the allocation's CPUs (a Spark pool's daemons
+    and job; Slurm 20.11 and later)."""
     argv = ["srun", "--ntasks", str(ntasks)]
     if nodes is not None:
         argv += ["--nodes", str(nodes)]
     if ntasks_per_node is not None:
         argv += ["--ntasks-per-node", str(ntasks_per_node)]
+    if nodelist is not None:
+        argv += ["--nodelist", nodelist]
+    if overlap:
+        argv.append("--overlap")
     argv.append("--kill-on-bad-exit=1")
     if label:
         argv.append("--label")
@@ -179,9 +186,9 @@ def allocation_note(allocation: Allocation, how: str) -> str:
     return f"inside Slurm job {allocation.job_id}, nodes (tasks): {nodes}: {how}"
 
 
-def status_parent(environ: Mapping[str, str]) -> str:
-    """Where the ranks' status records go: the home folder, which a cluster's nodes share (their /tmp is their
-    own), so that trainrun names the rank that failed on any node."""
+def home_cache(environ: Mapping[str, str]) -> str:
+    """trainrun's folder in the home folder, which a cluster's nodes share (their /tmp is their own): the ranks'
+    status records, so that trainrun names the rank that failed on any node, and each Spark pool's conf folder."""
     return os.path.join(environ.get("HOME", os.path.expanduser("~")), ".cache", "trainrun")
 
 

@@ -85,6 +85,27 @@ def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: i
     return template.spark_conf()
 
 
+def check_spark_here(template: str | None, template_set: tuple[tuple[str, str], ...], machine: Machine) -> None:
+    """What a Spark job started from this host needs: --set only with --template, PySpark and Java here."""
+    if template_set and not template:
+        raise UsageError("--set", template_set[0][0], valid="used together with --template")
+    if not machine.has_pyspark:
+        raise MissingBackend("pyspark", INSTALL_PYSPARK)
+    if not machine.has_java:
+        raise MissingBackend("java", INSTALL_JAVA)
+
+
+def host_spark_env(machine: Machine) -> dict[str, str]:
+    """The Spark and Python the executors of a job started from this host run, unless the user set them: SPARK_HOME
+    (local-cluster and a pool's workers start from it) and PYSPARK_PYTHON."""
+    env = {}
+    if machine.spark_home and "SPARK_HOME" not in machine.environ:
+        env["SPARK_HOME"] = machine.spark_home
+    if "PYSPARK_PYTHON" not in machine.environ:
+        env["PYSPARK_PYTHON"] = machine.python
+    return env
+
+
 def wants_gpu(job: SparkJob) -> bool:
     """--use-gpu, --no-gpu, else whether the job's own --conf gives tasks GPUs. A template's GPUs alone do not
     count: local-pool's are placeholders, so that Spark's GPU scheduling runs without GPU hardware."""
@@ -130,10 +151,7 @@ class SparkPlanner:
             return self._local_plan(job, machine, shown)
         if job.session is not None:
             return self._session_plan(job, shown)
-        if not machine.has_pyspark:
-            raise MissingBackend("pyspark", INSTALL_PYSPARK)
-        if not machine.has_java:
-            raise MissingBackend("java", INSTALL_JAVA)
+        check_spark_here(job.template, job.template_set, machine)
         use_gpu = wants_gpu(job)
         conf = self._conf(job, use_gpu)
         if use_gpu and TASK_GPUS not in conf:
@@ -155,14 +173,10 @@ class SparkPlanner:
         argv = driver_argv(job, machine.python, master, use_gpu, conf, shown, machine.cwd if pool else None)
         if pool is not None:
             argv = pool.argv(machine.python, argv)
-        env = run_env(job.run)
-        if machine.spark_home and "SPARK_HOME" not in machine.environ:
-            env["SPARK_HOME"] = machine.spark_home  # local-cluster starts executors from SPARK_HOME
+        env = {**run_env(job.run), **host_spark_env(machine)}
         if master.startswith("local-cluster") and "SPARK_WORKER_DIR" not in machine.environ:
             # Executors' work dirs would otherwise land inside the pyspark package.
             env["SPARK_WORKER_DIR"] = os.path.join(machine.environ.get("TMPDIR", "/tmp"), "trainrun-spark-work")
-        if "PYSPARK_PYTHON" not in machine.environ:
-            env["PYSPARK_PYTHON"] = machine.python
         if pool is not None:
             notes: tuple[str, ...] = (pool.note(machine.slurm.job_id),)
         elif given_master:

@@ -36,15 +36,15 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Mapping, Sequence
 
+from ...containers import ContainerRoute, container_route
+from ...engines.slurm import Allocation, home_cache, srun_head
 from ...errors import UsageError
 from ...image_contract import DISCOVERY_SCRIPT_PATH
 from ...machine import pick_free_port
 from ...proctree import terminate
-from ...engines.slurm import Allocation
 from ...validate import spark_conf_item
-from .pool_secret import security_conf, write_private_conf
-from ...containers import ContainerRoute, container_route
 from .pool_daemon import STOP_SIGNAL, master_argv, worker_argv
+from .pool_secret import security_conf, write_private_conf
 
 MODULE = "trainrun.backends.spark.allocation_pool"
 DEFAULT_WORKER_MEMORY = "1g"
@@ -56,8 +56,6 @@ EXECUTOR_GPUS = "spark.executor.resource.gpu.amount"
 EXECUTOR_DISCOVERY_SCRIPT = "spark.executor.resource.gpu.discoveryScript"
 # What the pool's containers are given by name (Podman's; the other runtimes pass the environment through).
 POOL_ENV = ("SPARK_CONF_DIR", "MASTER", "PYTHONUNBUFFERED", "SLURMD_NODENAME")
-# Each step of the pool: one more beside the others on the allocation's CPUs (srun --overlap, Slurm 20.11 and later).
-STEP_OPTIONS = ("--overlap", "--kill-on-bad-exit=1")
 
 
 @dataclass(frozen=True)
@@ -99,9 +97,10 @@ class AllocationPool:
         if self.worker_gpus:
             kind = "placeholder GPU addresses" if self.placeholder_gpus else "GPUs (those Slurm gave the node)"
             gpus = f", {self.worker_gpus} {kind}"
+        image = "" if self.route.runtime == "host" else f", all in {self.route.image} under {self.route.runtime}"
         return (f"inside Slurm job {job_id}: a Spark pool for this job, master {self.master_url}, a worker of {cores}"
-                f"{gpus} and {self.worker_memory} on each of {', '.join(self.nodes)} through srun"
-                f"{self.route.note().replace('each in', 'all in')}, authenticated with a secret of the job's own")
+                f"{gpus} and {self.worker_memory} on each of {', '.join(self.nodes)} through srun{image}, "
+                "authenticated with a secret of the job's own")
 
 
 def plan_pool(allocation: Allocation, conf: Mapping[str, str], master_port: int, num_processes: int | None = None,
@@ -174,7 +173,7 @@ def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> 
     env = {**os.environ, "SPARK_CONF_DIR": conf_dir, "MASTER": pool.master_url}
     route = pool.route
     python = route.python(sys.executable)
-    first = ["srun", "--nodes", "1", "--ntasks", "1", "--nodelist", pool.nodes[0], *STEP_OPTIONS]
+    first = srun_head(1, 1, None, label=False, nodelist=pool.nodes[0], overlap=True)
     started: dict[str, subprocess.Popen] = {}
     try:
         started["the master"] = subprocess.Popen(
@@ -185,8 +184,8 @@ def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> 
         # CUDA_VISIBLE_DEVICES to the GPUs its worker offers.
         gpus = [f"--gpus-per-node={pool.worker_gpus}"] if pool.worker_gpus and not pool.placeholder_gpus else []
         started["the workers' srun"] = subprocess.Popen(
-            ["srun", "--nodes", str(len(pool.nodes)), "--ntasks", str(len(pool.nodes)), "--ntasks-per-node", "1",
-             *gpus, *STEP_OPTIONS, *route.srun_options(), *route.prefix(),
+            [*srun_head(len(pool.nodes), len(pool.nodes), 1, label=False, overlap=True), *gpus,
+             *route.srun_options(), *route.prefix(),
              *worker_argv(python, pool.worker_cores, pool.worker_memory, pool.master_url, pool.worker_gpus,
                           pool.discovery_script, pool.placeholder_gpus)],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
@@ -276,7 +275,7 @@ def main(argv: Sequence[str]) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    conf_parent = conf_parent_folder(os.environ)
+    conf_parent = home_cache(os.environ)
     route = pool_route(args.container_runtime, args.container_image, args.workdir, conf_parent, args.as_root,
                        args.gpus)
     pool = AllocationPool(tuple(args.nodes.split(",")), args.master_port, args.worker_cores, args.worker_memory,
@@ -291,11 +290,6 @@ def pool_route(runtime: str | None, image: str | None, workdir: str, conf_parent
     its variables passed in; checked as trainrun mpi's are (trainrun.containers)."""
     return container_route(runtime, image, workdir=workdir, folders=(conf_parent,), env=POOL_ENV, pmix=False,
                            as_root=as_root, gpus=gpus)
-
-
-def conf_parent_folder(environ: Mapping[str, str]) -> str:
-    """Where each pool's private conf folder is made: the home folder, which every node sees."""
-    return os.path.join(environ.get("HOME", os.path.expanduser("~")), ".cache", "trainrun")
 
 
 if __name__ == "__main__":

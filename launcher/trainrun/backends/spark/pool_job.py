@@ -18,11 +18,12 @@ from typing import Any
 from ...arguments import add_container_options, add_job_options, add_option
 from ...errors import MissingBackend, UsageError
 from ...job import SparkPoolJob
+from ...engines.slurm import home_cache
 from ...machine import Machine
 from ...plan import Plan, RunOptions, run_env
 from ...validate import key_value, spark_conf_item
-from . import DEFAULT_CONF, INSTALL_JAVA, INSTALL_PYSPARK, INSTALL_TEMPLATES, add_conf_options
-from .allocation_pool import EXECUTOR_DISCOVERY_SCRIPT, conf_parent_folder, plan_pool, pool_route
+from . import DEFAULT_CONF, INSTALL_TEMPLATES, add_conf_options, check_spark_here, host_spark_env
+from .allocation_pool import EXECUTOR_DISCOVERY_SCRIPT, plan_pool, pool_route
 
 OUTSIDE_ALLOCATION = ("a shell of salloc or sbatch, where srun starts the workers; on one machine: invoke pool.up "
                       "(a pool of containers) or trainrun spark --master local[N]")
@@ -58,12 +59,7 @@ class SparkPoolPlanner:
         if machine.slurm is None:
             raise UsageError("trainrun spark-pool", " ".join(job.command), "starts a pool across the nodes of a Slurm "
                              "allocation, and this shell holds none", valid=OUTSIDE_ALLOCATION)
-        if job.template_set and not job.template:
-            raise UsageError("--set", job.template_set[0][0], valid="used together with --template")
-        if not machine.has_pyspark:
-            raise MissingBackend("pyspark", INSTALL_PYSPARK)
-        if not machine.has_java:
-            raise MissingBackend("java", INSTALL_JAVA)
+        check_spark_here(job.template, job.template_set, machine)
         conf = dict(DEFAULT_CONF)
         placeholder_gpus = job.placeholder_gpus
         if job.template:
@@ -78,16 +74,11 @@ class SparkPoolPlanner:
         if EXECUTOR_DISCOVERY_SCRIPT in conf and not in_image:
             conf[EXECUTOR_DISCOVERY_SCRIPT] = discovery_script_here(conf[EXECUTOR_DISCOVERY_SCRIPT])
         pool = plan_pool(machine.slurm, conf, machine.free_port, placeholder_gpus=placeholder_gpus, pool_conf=conf)
-        route = pool_route(job.container_runtime, job.container_image, machine.cwd,
-                           conf_parent_folder(machine.environ), machine.is_root,
-                           gpus=bool(pool.worker_gpus) and not pool.placeholder_gpus)
+        route = pool_route(job.container_runtime, job.container_image, machine.cwd, home_cache(machine.environ),
+                           machine.is_root, gpus=bool(pool.worker_gpus) and not pool.placeholder_gpus)
         pool = dataclasses.replace(pool, route=route)
-        env = run_env(job.run)
-        if not in_image:  # the image's own Spark and Python otherwise
-            if machine.spark_home and "SPARK_HOME" not in machine.environ:
-                env["SPARK_HOME"] = machine.spark_home
-            if "PYSPARK_PYTHON" not in machine.environ:
-                env["PYSPARK_PYTHON"] = machine.python
+        # In the image, the image's own Spark and Python.
+        env = {**run_env(job.run), **({} if in_image else host_spark_env(machine))}
         return Plan(backend=f"spark pool (Slurm, {len(pool.nodes)} workers)", argv=pool.argv(machine.python, job.command),
                     env=env, spark_conf=conf, launcher="the Spark pool", master=pool.master_url,
                     container_image=route.image,
