@@ -4,7 +4,6 @@ volume, the HEALTHCHECK."""
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 import uuid
@@ -14,6 +13,7 @@ import requests
 import tornado.httpclient
 import tornado.websocket
 
+from lab_kernels import base, execute, token_of, with_token
 from trainrun.image_contract import IMAGE_USER_UID, NOTEBOOK_DIR
 from trainstack.clusters.lab import host_port, lab_url, logged_token
 
@@ -27,20 +27,6 @@ QUICK_HEALTH = {"interval": SECOND, "start_period": 60 * SECOND}
 def lab(start_lab):
     container = start_lab()
     return container, lab_url(container, timeout=START_TIMEOUT)
-
-
-def base(url: str) -> str:
-    return url.split("/lab?")[0]
-
-
-def token_of(url: str) -> str:
-    return url.split("token=")[1]
-
-
-def with_token(url: str) -> requests.Session:
-    session = requests.Session()
-    session.headers["Authorization"] = f"token {token_of(url)}"
-    return session
 
 
 def like_a_browser(url: str) -> requests.Session:
@@ -65,35 +51,6 @@ def websocket_status(url: str, path: str, token: str | None = None) -> int:
         return 101
 
     return asyncio.run(connect())
-
-
-def execute(url: str, kernel_id: str, code: str, timeout: float = 60) -> str:
-    """Runs `code` in the kernel over its websocket channel (the protocol a notebook page speaks); its stdout."""
-    address = f"{base(url).replace('http://', 'ws://')}/api/kernels/{kernel_id}/channels?token={token_of(url)}"
-    msg_id = uuid.uuid4().hex
-    request = {"header": {"msg_id": msg_id, "msg_type": "execute_request", "username": "test",
-                          "session": uuid.uuid4().hex, "version": "5.3"},
-               "parent_header": {}, "metadata": {}, "channel": "shell", "buffers": [],
-               "content": {"code": code, "silent": False, "store_history": False, "user_expressions": {},
-                           "allow_stdin": False, "stop_on_error": True}}
-
-    async def run() -> str:
-        connection = await tornado.websocket.websocket_connect(address, connect_timeout=30)
-        await connection.write_message(json.dumps(request))
-        out = []
-        while True:
-            message = json.loads(await asyncio.wait_for(connection.read_message(), timeout))
-            if message.get("parent_header", {}).get("msg_id") != msg_id:
-                continue
-            if message["msg_type"] == "stream":
-                out.append(message["content"]["text"])
-            elif message["msg_type"] == "error":
-                out.append("\n".join(message["content"]["traceback"]))
-            elif message["msg_type"] == "status" and message["content"]["execution_state"] == "idle":
-                connection.close()
-                return "".join(out)
-
-    return asyncio.run(run())
 
 
 def wait_for_health(container, status: str = "healthy", timeout: float = 120) -> dict:

@@ -34,6 +34,9 @@ NOT_RUN_HERE = (
     ("srun ", "a Slurm job's line, run inside an allocation: the integration tier runs the Slurm quickstart's host "
               "lines and a rendered pool on its Slurm cluster (tests/integration/test_slurm.py), `invoke test --long` "
               "its Podman and Charliecloud lines (tests/image/test_slurm_pages.py)"),
+    ("sbatch ", "a batch job's submission, which needs a Slurm cluster: the integration tier submits the Slurm "
+                "quickstart's host lines and its pool template to its Slurm cluster (tests/integration/test_slurm.py), "
+                "`invoke test --long` its Podman lines (tests/image/test_slurm_pages.py)"),
     ("--network NET", "a template of the reader's own: their network and key (the multi-node guide says so); "
                       "`invoke nodes.up` runs it (tests/integration/test_nodes.py)"),
     ('"$PWD/models"', "needs the reader's downloaded model; tests/image/test_hub_models.py mounts one"),

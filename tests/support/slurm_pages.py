@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = "docs/quickstarts/slurm.md"
 SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 RUNTIME = re.compile(r"^RUNTIME=(\w+) ")
-SCRIPT = re.compile(r"sbatch slurm/([\w-]+)\.sbatch ")
+SCRIPT = re.compile(r"sbatch slurm/([\w-]+)\.sbatch(?: |$)")
 
 
 @dataclass(frozen=True)
@@ -80,21 +80,32 @@ def podman_limits_env(folder: Path) -> dict[str, str]:
     return {"CONTAINERS_CONF": str(conf)}
 
 
-def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
-    """Runs the page's line with bash in `cwd`, waits for the job it submitted to leave the queue and returns its
-    output file (sbatch's default, slurm-JOBID.out in the submitting folder, or NAME-JOBID.out)."""
+def submit(command: str, cwd: Path, env: dict[str, str]) -> str:
+    """Runs the page's line with bash in `cwd`; the id of the job it submitted."""
     submitted = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
     found = SUBMITTED.search(submitted.stdout)
     assert submitted.returncode == 0 and found, submitted.stdout + submitted.stderr
-    job = found[1]
+    return found[1]
+
+
+def output_file(cwd: Path, job: str) -> Path | None:
+    """The job's output file: sbatch's default, slurm-JOBID.out in the submitting folder, or NAME-JOBID.out (a script's
+    --output=%x-%j.out); None before it is made."""
+    return next((path for path in (cwd / f"slurm-{job}.out", *cwd.glob(f"*-{job}.out")) if path.exists()), None)
+
+
+def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
+    """Runs the page's line with bash in `cwd`, waits for the job it submitted to leave the queue and returns its
+    output."""
+    job = submit(command, cwd, env)
     deadline = time.monotonic() + timeout
     while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
         if time.monotonic() > deadline:
             subprocess.run(["scancel", job], env=env)
             raise AssertionError(f"job {job} of `{command}` still ran after {timeout:g} s")
         time.sleep(1)
-    # sbatch's default name, or a rendered script's --output=%x-%j.out.
-    output = next(path for path in (cwd / f"slurm-{job}.out", *cwd.glob(f"*-{job}.out")) if path.exists())
+    output = output_file(cwd, job)
+    assert output is not None, f"job {job} of `{command}` wrote no output file in {cwd}"
     return output.read_text(errors="replace")
 
 

@@ -1,5 +1,5 @@
-"""`%%trainrun` runs a cell on N ranks through trainrun's plans and runner (in a local pool's notebook, `spark` on
-the pool); `%%configure` (and `%configure`, the line alone) sets the notebook's Spark session as Synapse and
+"""`%%trainrun` runs a cell on N ranks through trainrun's plans and runner (in a notebook attached to a pool, `spark`
+on the pool); `%%configure` (and `%configure`, the line alone) sets the notebook's Spark session as Synapse and
 sparkmagic do; `spark` and `sc` are made on first use."""
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def one_line_configure(lines: list[str]) -> list[str]:
 
 
 def in_pool_session(job: SparkJob, spark: NotebookSpark) -> SparkJob:
-    """`%%trainrun spark` in a notebook of a local pool runs on the pool: without a master, template, conf or
+    """`%%trainrun spark` in a notebook attached to a pool runs on the pool: without a master, template, conf or
     --local-mode of its own, in the notebook's session (on the pool's executors, as TorchDistributor does), else
     with the pool's master; elsewhere as the CLI runs it."""
     master = pool_master()
@@ -96,7 +96,7 @@ class TrainrunMagics(Magics):
     def trainrun(self, line: str, cell: str) -> Any:
         """%%trainrun mpi|torch|spark [trainrun's options] [--push NAME[,NAME...]]: runs the cell on every rank,
         streams each rank's output into the cell, and returns rank 0's value of the cell's last expression.
-        In a notebook of a local pool, `spark` runs on the pool. Bad input and a failed job raise the TrainrunError
+        In a notebook attached to a pool, `spark` runs on the pool. Bad input and a failed job raise the TrainrunError
         the CLI prints, which the cell shows as the same one line."""
         args, push = parse_cell_options(line)
         try:

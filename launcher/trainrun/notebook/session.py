@@ -23,7 +23,8 @@ from ..plan import Plan
 from .errors import CellError
 
 SUBMIT_ARGS = "PYSPARK_SUBMIT_ARGS"
-# Set on a notebook container of a local pool (`invoke pool.up --notebook`): the pool's master, and its template.
+# The pool's master and its template, set for a notebook attached to a pool: a local pool's notebook container
+# (`invoke pool.up --notebook`), or JupyterLab as the command of an allocation's pool (`trainrun spark-pool`).
 POOL_MASTER_ENV = "TRAINSTACK_POOL_MASTER"
 POOL_TEMPLATE_ENV = "TRAINSTACK_POOL_TEMPLATE"
 SUBJECT = "%%configure"
@@ -36,7 +37,7 @@ SESSION_MODULES = ("pyspark", "spark_tensorflow_distributor", "sparkdl")
 
 
 def pool_master() -> str | None:
-    """The master of the local pool this notebook is attached to, if any (with its template)."""
+    """The master of the pool this notebook is attached to, if any (with its template)."""
     master = os.environ.get(POOL_MASTER_ENV)
     return master if master and os.environ.get(POOL_TEMPLATE_ENV) else None
 

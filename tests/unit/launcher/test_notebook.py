@@ -1,6 +1,7 @@
 """The pure parts of trainrun's notebook extension: %%trainrun's line, the cell's last value, %%configure's line and
 the plan of the session it configures (its sizing rules are pooltemplates': tests/unit/templates/test_configure.py),
 and the errors a cell shows."""
+import os
 import re
 import shlex
 
@@ -10,6 +11,8 @@ pytest.importorskip("IPython")
 
 from pooltemplates import TemplateError  # noqa: E402
 
+from trainrun.backends.spark.allocation_pool import POOL_TEMPLATE_FILE, plan_pool, write_conf  # noqa: E402
+from trainrun.engines.slurm import Allocation  # noqa: E402
 from trainrun.errors import TrainrunError  # noqa: E402
 from trainrun.notebook import session  # noqa: E402
 from trainrun.notebook.cell import run_cell  # noqa: E402
@@ -125,3 +128,20 @@ def test_a_one_line_configure_cell_runs_as_the_line_magic() -> None:
 ])
 def test_cells_that_use_spark_get_the_session_first(source: str, uses: bool) -> None:
     assert session.uses_spark(source) is uses
+
+
+def test_a_notebook_started_on_an_allocations_pool_sizes_its_session_within_that_pool(
+        four_cores, monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """`trainrun spark-pool -- jupyter lab` writes the pool as a template beside its Spark conf and names both to the
+    kernels it starts, as the local pool's notebook container has them."""
+    allocation = Allocation("7", ("n1", "n2"), (4, 4))
+    pool = plan_pool(allocation, {"spark.executor.instances": "4", "spark.executor.cores": "2",
+                                  "spark.executor.memory": "2g"}, 7077)
+    conf_dir = write_conf(pool, str(tmp_path), allocation.job_id)
+    assert oct(os.stat(conf_dir).st_mode & 0o777) == "0o700"
+    monkeypatch.setenv(session.POOL_MASTER_ENV, pool.master_url)
+    monkeypatch.setenv(session.POOL_TEMPLATE_ENV, os.path.join(conf_dir, POOL_TEMPLATE_FILE))
+    plan = session.session_plan()
+    assert (plan.master, plan.ranks, plan.spark_conf["spark.executor.memory"]) == ("spark://n1:7077", 8, "2g")
+    with pytest.raises(CellError, match=r"numExecutors = 5: the pool 'allocation-pool' has 4 \(valid: at most 4\)"):
+        session.session_plan('{"numExecutors": 5}')

@@ -246,7 +246,7 @@ def test_a_pool_asking_a_node_for_more_gpus_than_slurm_gave_is_refused_before_an
         plan_for(["spark-pool", "--template", "gpu-pool", *script, "--", "python", "train.py"], slurm=alloc)
     plan = plan_for(["spark-pool", "--template", "gpu-pool", *script, "--", "python", "train.py"],
                     slurm=Allocation("7", ("n1", "n2"), (1, 1), gpus_on_node=2))
-    assert "--worker-gpus 2" in " ".join(plan.argv) and "--placeholder-gpus" not in plan.argv
+    assert "--executor-gpus 2" in " ".join(plan.argv) and "--placeholder-gpus" not in plan.argv
     assert "2 GPUs (those Slurm gave the node)" in plan.notes[0]
 
 

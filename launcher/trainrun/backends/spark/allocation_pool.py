@@ -42,12 +42,13 @@ from ...errors import UsageError
 from ...image_contract import DISCOVERY_SCRIPT_PATH
 from ...machine import pick_free_port
 from ...proctree import terminate
+from ...notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
 from ...validate import spark_conf_item
 from .pool_daemon import STOP_SIGNAL, master_argv, worker_argv
 from .pool_secret import security_conf, write_private_conf
 
 MODULE = "trainrun.backends.spark.allocation_pool"
-DEFAULT_WORKER_MEMORY = "1g"
+DEFAULT_EXECUTOR_MEMORY = "1g"
 REGISTER_SECONDS = 120.0
 STOP_SECONDS = 15.0
 POOL_LOST = 1  # the exit code of a job whose pool's workers ended under it
@@ -55,7 +56,8 @@ CONF_FILE = "spark-defaults.conf"
 EXECUTOR_GPUS = "spark.executor.resource.gpu.amount"
 EXECUTOR_DISCOVERY_SCRIPT = "spark.executor.resource.gpu.discoveryScript"
 # What the pool's containers are given by name (Podman's; the other runtimes pass the environment through).
-POOL_ENV = ("SPARK_CONF_DIR", "MASTER", "PYTHONUNBUFFERED", "SLURMD_NODENAME")
+POOL_ENV = ("SPARK_CONF_DIR", "MASTER", POOL_MASTER_ENV, POOL_TEMPLATE_ENV, "PYTHONUNBUFFERED", "SLURMD_NODENAME")
+POOL_TEMPLATE_FILE = "allocation-pool.yaml"
 
 
 @dataclass(frozen=True)
@@ -64,9 +66,10 @@ class AllocationPool:
 
     nodes: tuple[str, ...]
     master_port: int
-    worker_cores: int
-    worker_memory: str
-    worker_gpus: int = 0
+    executors_per_node: int
+    executor_cores: int
+    executor_memory: str
+    executor_gpus: int = 0
     discovery_script: str | None = None
     placeholder_gpus: bool = False  # GPU addresses without devices, so that Spark's GPU scheduling runs on CPUs
     conf: tuple[tuple[str, str], ...] = ()
@@ -77,11 +80,24 @@ class AllocationPool:
     def master_url(self) -> str:
         return f"spark://{self.nodes[0]}:{self.master_port}"
 
+    @property
+    def worker_cores(self) -> int:
+        return self.executor_cores * self.executors_per_node
+
+    @property
+    def worker_memory(self) -> str:
+        return _times(self.executor_memory, self.executors_per_node)
+
+    @property
+    def worker_gpus(self) -> int:
+        return self.executor_gpus * self.executors_per_node
+
     def argv(self, python: str, command: Sequence[str]) -> list[str]:
         argv = [python, "-m", MODULE, "--nodes", ",".join(self.nodes), "--master-port", str(self.master_port),
-                "--worker-cores", str(self.worker_cores), "--worker-memory", self.worker_memory]
-        if self.worker_gpus:
-            argv += ["--worker-gpus", str(self.worker_gpus), "--discovery-script", str(self.discovery_script)]
+                "--executors-per-node", str(self.executors_per_node), "--executor-cores", str(self.executor_cores),
+                "--executor-memory", self.executor_memory]
+        if self.executor_gpus:
+            argv += ["--executor-gpus", str(self.executor_gpus), "--discovery-script", str(self.discovery_script)]
             argv += ["--placeholder-gpus"] if self.placeholder_gpus else []
         for key, value in self.conf:
             argv += ["--conf", f"{key}={value}"]
@@ -111,18 +127,19 @@ def plan_pool(allocation: Allocation, conf: Mapping[str, str], master_port: int,
     the executors ask a node for more GPUs than Slurm gave it. `pool_conf` goes to the pool's drivers."""
     nodes = allocation.nodes
     per_node = math.ceil(int(conf.get("spark.executor.instances", len(nodes))) / len(nodes))
-    executor_cores = conf.get("spark.executor.cores")
-    if executor_cores:
-        cores = int(executor_cores) * per_node
+    if conf.get("spark.executor.cores"):
+        executor_cores = int(conf["spark.executor.cores"])
     elif num_processes is not None:
-        cores = math.ceil(num_processes / len(nodes))
+        executor_cores = math.ceil(num_processes / len(nodes) / per_node)
     else:
-        cores = allocation.cpus_on_node or 1
+        executor_cores = max(1, (allocation.cpus_on_node or 1) // per_node)
+    cores = executor_cores * per_node
     if num_processes is not None and cores * len(nodes) < num_processes:
         raise UsageError("--num-processes", num_processes, f"is more than the {cores * len(nodes)} task slots of a "
                          f"pool of {len(nodes)} workers of {cores} cores in Slurm job {allocation.job_id}",
                          valid=f"at most {cores * len(nodes)}, or a template with more executor cores")
-    gpus = math.ceil(float(conf.get(EXECUTOR_GPUS, "0")) * per_node)
+    executor_gpus = math.ceil(float(conf.get(EXECUTOR_GPUS, "0")))
+    gpus = executor_gpus * per_node
     if gpus and not placeholder_gpus and gpus > allocation.gpus_on_node:
         raise UsageError(EXECUTOR_GPUS, conf[EXECUTOR_GPUS], f"asks each node for {gpus} GPU(s) ({per_node} executor(s) "
                          f"a node), and Slurm gave job {allocation.job_id} {allocation.gpus_on_node} on "
@@ -133,9 +150,9 @@ def plan_pool(allocation: Allocation, conf: Mapping[str, str], master_port: int,
         raise UsageError(EXECUTOR_DISCOVERY_SCRIPT, "", "is needed for the workers to report their GPUs",
                          valid=f"the path of a GPU discovery script on every node, e.g. the images' "
                                f"{DISCOVERY_SCRIPT_PATH}")
-    memory = conf.get("spark.executor.memory", DEFAULT_WORKER_MEMORY)
-    return AllocationPool(nodes, master_port, cores, _times(memory, per_node), gpus, script if gpus else None,
-                          placeholder_gpus and bool(gpus), tuple((pool_conf or {}).items()))
+    memory = conf.get("spark.executor.memory", DEFAULT_EXECUTOR_MEMORY)
+    return AllocationPool(nodes, master_port, per_node, executor_cores, memory, executor_gpus,
+                          script if gpus else None, placeholder_gpus and bool(gpus), tuple((pool_conf or {}).items()))
 
 
 def _times(memory: str, count: int) -> str:
@@ -144,15 +161,30 @@ def _times(memory: str, count: int) -> str:
     return f"{int(digits) * count}{memory[len(digits):]}" if digits.isdigit() else memory
 
 
-def write_conf(pool: AllocationPool, parent: str) -> str:
+def write_conf(pool: AllocationPool, parent: str, job_id: str) -> str:
     """A new private folder (0700) under `parent`, in the home folder every node sees, with the pool's Spark conf
-    (0600): its master, its drivers' conf and its secret, never on a command line or in the environment. Returns the
+    (0600): its master, its drivers' conf and its secret, never on a command line or in the environment; and the pool
+    as a pool template (POOL_TEMPLATE_FILE), which a notebook's `%%configure` sizes its session within. Returns the
     folder (SPARK_CONF_DIR)."""
     os.makedirs(parent, exist_ok=True)
     folder = tempfile.mkdtemp(prefix="spark-pool-", dir=parent)
     write_private_conf(os.path.join(folder, CONF_FILE),
                        {**dict(pool.conf), "spark.master": pool.master_url, **security_conf(secrets.token_hex(32))})
+    with open(os.path.join(folder, POOL_TEMPLATE_FILE), "w", encoding="utf-8") as template:
+        json.dump(pool_template_data(pool, job_id), template, indent=2)  # JSON is YAML
     return folder
+
+
+def pool_template_data(pool: AllocationPool, job_id: str) -> dict:
+    """The pool as the data of a pool template (pooltemplates): its nodes and executors, and its GPUs."""
+    data: dict = {"description": f"The Spark pool of Slurm job {job_id}, master {pool.master_url}.",
+                  "nodes": len(pool.nodes),
+                  "executor": {"instances": pool.executors_per_node * len(pool.nodes),
+                               "cores": pool.executor_cores, "memory": pool.executor_memory}}
+    if pool.executor_gpus:
+        data["gpu"] = {"per_executor": pool.executor_gpus, "discovery_script": pool.discovery_script,
+                       "placeholders": pool.placeholder_gpus}
+    return data
 
 
 def alive_workers(host: str, ui_port: int) -> int:
@@ -169,8 +201,9 @@ def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> 
     says when every worker has registered, is on a free port of the first node. The command runs in this shell, or
     under a container runtime as a step on the first node."""
     ui_port = pick_free_port()
-    conf_dir = write_conf(pool, conf_parent)
-    env = {**os.environ, "SPARK_CONF_DIR": conf_dir, "MASTER": pool.master_url}
+    conf_dir = write_conf(pool, conf_parent, os.environ.get("SLURM_JOB_ID", ""))
+    env = {**os.environ, "SPARK_CONF_DIR": conf_dir, "MASTER": pool.master_url, POOL_MASTER_ENV: pool.master_url,
+           POOL_TEMPLATE_ENV: os.path.join(conf_dir, POOL_TEMPLATE_FILE)}
     route = pool.route
     python = route.python(sys.executable)
     first = srun_head(1, 1, None, label=False, nodelist=pool.nodes[0], overlap=True)
@@ -261,9 +294,10 @@ def main(argv: Sequence[str]) -> int:
     parser = argparse.ArgumentParser(prog=f"python -m {MODULE}")
     parser.add_argument("--nodes", required=True)
     parser.add_argument("--master-port", type=int, required=True)
-    parser.add_argument("--worker-cores", type=int, required=True)
-    parser.add_argument("--worker-memory", required=True)
-    parser.add_argument("--worker-gpus", type=int, default=0)
+    parser.add_argument("--executors-per-node", type=int, required=True)
+    parser.add_argument("--executor-cores", type=int, required=True)
+    parser.add_argument("--executor-memory", required=True)
+    parser.add_argument("--executor-gpus", type=int, default=0)
     parser.add_argument("--discovery-script")
     parser.add_argument("--placeholder-gpus", action="store_true")
     parser.add_argument("--conf", action="append", default=[], type=lambda item: spark_conf_item("--conf", item))
@@ -278,8 +312,9 @@ def main(argv: Sequence[str]) -> int:
     conf_parent = home_cache(os.environ)
     route = pool_route(args.container_runtime, args.container_image, args.workdir, conf_parent, args.as_root,
                        args.gpus)
-    pool = AllocationPool(tuple(args.nodes.split(",")), args.master_port, args.worker_cores, args.worker_memory,
-                          args.worker_gpus, args.discovery_script, args.placeholder_gpus, tuple(args.conf), route)
+    pool = AllocationPool(tuple(args.nodes.split(",")), args.master_port, args.executors_per_node,
+                          args.executor_cores, args.executor_memory, args.executor_gpus, args.discovery_script,
+                          args.placeholder_gpus, tuple(args.conf), route)
     signal.signal(signal.SIGTERM, _terminated)
     return run_pool(pool, command, conf_parent)
 
