@@ -1,5 +1,5 @@
 """Launch overhead inside a Slurm allocation: `trainrun mpi -np 4` against the raw `srun --mpi=pmix` of the same
-program, on the loopback two-node cluster (trainstack.clusters.slurm), side by side in one run.
+program, on the loopback two-node cluster (tests/support/loopback_slurm.py), side by side in one run.
 
 Both run inside one `salloc -N2 -n4`, so the allocation's own cost is outside the measure: each pair is
 `srun --mpi=pmix --ntasks 4 --kill-on-bad-exit=1 python job.py` and `trainrun mpi -np 4 python job.py`, interleaved
@@ -24,8 +24,9 @@ import results_file
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "support"))  # the loopback cluster the Slurm tests run on
 
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, loopback_slurm  # noqa: E402
+from loopback_slurm import CROSS_NODE_MPI_ENV, loopback_slurm  # noqa: E402
 
 RESULTS = "slurm_launch.json"
 TARGET_RATIO = 1.05

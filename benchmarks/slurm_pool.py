@@ -1,6 +1,6 @@
 """Spark pool start-up inside a Slurm allocation against the local pool of containers, side by side in one run.
 
-Slurm: `salloc -N2 trainrun spark -np 2 noop.py` on the loopback two-node cluster (trainstack.clusters.slurm), from
+Slurm: `salloc -N2 trainrun spark -np 2 noop.py` on the loopback two-node cluster (loopback_slurm), from
 salloc's start to trainrun's `N workers registered` line: the allocation, trainrun's plan, the pool's secret, its
 master and a worker on each node through srun, each registered with the master. Local: `invoke pool.up`'s pool of two
 worker containers of the cpu image (trainstack.clusters.pool), from the call to every worker ALIVE, then `pool.down`.
@@ -24,9 +24,10 @@ import results_file
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "tests" / "support"))  # the loopback cluster the Slurm tests run on
 
 from trainstack.clusters import pool  # noqa: E402
-from trainstack.clusters.slurm import loopback_slurm  # noqa: E402
+from loopback_slurm import loopback_slurm  # noqa: E402
 from trainstack.image.naming import flavor_image  # noqa: E402
 
 RESULTS = "slurm_pool.json"

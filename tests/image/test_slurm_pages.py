@@ -1,6 +1,6 @@
 """The Slurm quickstart's image lines as pasted (docs/quickstarts/slurm.md): `invoke export` and `podman load -i` in the
 checkout, then each `RUNTIME=podman|charliecloud sbatch slurm/SCRIPT.sbatch ...` line from its examples/ folder, on
-the loopback two-node cluster (trainstack.clusters.slurm). Every script trains its unchanged example on 2 nodes x 2
+the loopback two-node cluster (loopback_slurm). Every script trains its unchanged example on 2 nodes x 2
 ranks to the accuracy `trainrun mpi -np 4` gives in the image on one host. The lines are read from the page
 (tests/support/slurm_pages.py, which sets what this machine alone needs, each with why); Pyxis's and Apptainer's cannot
 run here (their lines: tests/unit/templates/test_slurm_runtimes.py and the launcher's golden plans).
@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 import slurm_pages
 
-from trainstack.clusters.slurm import PMIX_LIBRARY, loopback_slurm
+from loopback_slurm import PMIX_LIBRARY, loopback_slurm
 
 pytestmark = [
     pytest.mark.long,

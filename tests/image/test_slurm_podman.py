@@ -1,5 +1,5 @@
 """The image on a real Slurm cluster without docker: Podman runs it on every task srun starts (the loopback two-node
-cluster of trainstack.clusters.slurm), wired as Enroot's PMI hook wires a container: srun's SLURM_* and PMIX_*
+cluster of tests/support/loopback_slurm.py), wired as Enroot's PMI hook wires a container: srun's SLURM_* and PMIX_*
 variables passed in, its PMIx folder mounted at the same path, the host's network, IPC and PID namespaces. The image
 is loaded into Podman from `docker save`, once.
 
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import slurm_pages
 
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
+from loopback_slurm import CROSS_NODE_MPI_ENV, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
 # Under `invoke test --long` (about 2 minutes, a minute of it `podman load`), to keep a fresh machine's CI under the
 # hour; the integration tier runs the Slurm cluster, srun's ranks and trainrun in CI.

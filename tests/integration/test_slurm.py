@@ -1,4 +1,4 @@
-"""Jobs on a real two-node Slurm cluster on this host (trainstack.clusters.slurm): the rank environment of tasks srun
+"""Jobs on a real two-node Slurm cluster on this host (loopback_slurm): the rank environment of tasks srun
 started, MPI over PMIx, DDP started by srun itself and by trainrun torch, trainrun mpi inside salloc and sbatch, and
 each mistake users make there as one line and a non-zero exit within seconds.
 
@@ -25,7 +25,7 @@ import pytest
 
 import lab_kernels
 import slurm_pages
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
+from loopback_slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
 pytestmark = [
     pytest.mark.timeout(300),

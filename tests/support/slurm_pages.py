@@ -1,4 +1,4 @@
-"""The Slurm quickstart's batch lines, run as pasted on the loopback cluster (trainstack.clusters.slurm): read from the
+"""The Slurm quickstart's batch lines, run as pasted on the loopback cluster (loopback_slurm): read from the
 page as a reader pastes them (shown.page_commands), submitted with bash from a copy of a checkout's examples/ folder,
 waited for, and their output read back.
 
@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainstack.clusters.slurm import CROSS_NODE_MPI_ENV, LoopbackSlurm
+from loopback_slurm import CROSS_NODE_MPI_ENV, LoopbackSlurm
 from trainstack.docsite.shown import page_commands
 
 REPO = Path(__file__).resolve().parents[2]

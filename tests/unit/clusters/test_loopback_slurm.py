@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from trainstack.clusters.slurm import shared_under_tmp
+from loopback_slurm import shared_under_tmp
 
 
 def test_a_checkout_under_tmp_is_shared_once_with_the_venv_inside_it() -> None:
