@@ -197,6 +197,43 @@ def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> N
     assert summary["ranks"] == 4 and summary["accuracy"] > 0.8, log
 
 
+@pytest.mark.long
+def test_scontrol_requeue_of_a_rendered_scripts_job_resumes_from_its_checkpoint(cluster, work,
+                                                                                one_host_accuracy) -> None:
+    """A rendered batch script (it asks for --requeue) running the DDP example, requeued once the first checkpoint is
+    written: Slurm stops the step (SIGTERM: every rank saves at its next checkpoint step and ends), the job goes back
+    to pending and starts again, and the example resumes from the checkpoint, not from step 0, to the accuracy of an
+    unbroken run. Long: Slurm makes a requeued job eligible 2 minutes after the requeue (EligibleTime), and its
+    scheduler starts it up to half a minute later."""
+    script, checkpoints, out = work / "requeued.sbatch", work / "checkpoints", work / "requeued.out"
+    render = subprocess.run(
+        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--launch", "srun",
+         "--set", "nodes=2", "--set", "executor.cores=2", "--set", "job.processes=4", "--time", "10:00",
+         "--out", str(script), "--script", f"ddp_torch_mnist.py --checkpoint-dir {checkpoints} --checkpoint-every 5"],
+        capture_output=True, text=True, timeout=60)
+    assert render.returncode == 0, render.stderr
+    assert "#SBATCH --requeue" in script.read_text()
+    env = job_env(cluster, work)
+    submitted = run(["sbatch", "--parsable", "--open-mode=append", "-o", str(out), str(script)], env, EXAMPLES)
+    assert submitted.returncode == 0, submitted.stderr
+    job_id = submitted.stdout.strip()
+    deadline = time.monotonic() + 180
+    while not list(checkpoints.glob("step-*")):
+        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
+        time.sleep(0.05)
+    requeued_at = time.monotonic()
+    assert run(["scontrol", "requeue", job_id], env, work).returncode == 0
+    wait_until_gone(cluster, job_id, 240)
+    log = out.read_text()
+    resumed = re.search(r"resumed from step (\d+) \(", log)
+    assert resumed and int(resumed[1]) >= 5, log
+    summary = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("0: {"))
+                         .removeprefix("0: "))
+    assert summary["ranks"] == 4 and abs(summary["accuracy"] - one_host_accuracy(4)) < 0.02, log
+    print(f"requeued, restarted and resumed from step {resumed[1]}: done {time.monotonic() - requeued_at:.1f} s "
+          "after scontrol requeue")
+
+
 def test_the_quickstarts_pool_template_runs_torch_distributor_on_a_pool_across_both_nodes(cluster) -> None:
     """`pooltemplates render local-pool --target slurm` with TorchDistributor as its job, then sbatch, as the quickstart
     pastes them: trainrun spark-pool starts a worker on each node, the unchanged example (local_mode=False, 2
