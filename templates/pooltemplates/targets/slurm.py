@@ -64,7 +64,8 @@ class BatchRequest:
         lines += ["set -euo pipefail", *self.preamble]
         lines += [f"export {name}={shlex.quote(value)}" for name, value in self.env.items()]
         # Requeued 90 s before the time limit (--signal=B:USR1@90 reaches this shell, which waits for the step in
-        # the background so that the trap runs at once); the program resumes from its checkpoints.
+        # the background so that the trap runs at once); the requeued job starts the program again, which resumes
+        # only where it checkpoints (trainrun.checkpoint; docs/guides/stopped-jobs.md).
         lines += ["trap 'scontrol requeue \"$SLURM_JOB_ID\"' USR1", _command_line(self.step) + " &", 'wait "$!"']
         return "\n".join(lines) + "\n"
 
