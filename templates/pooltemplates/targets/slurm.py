@@ -30,6 +30,8 @@ DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/horovod_torch_mnist.py", "--ch
 DEFAULT_TORCH_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/ddp_torch_mnist.py", "--checkpoint-dir", "checkpoints")
 # What each job kind runs on the Spark pool when no script is given. The estimator's store is a folder every node
 # sees (a Slurm node's /tmp is its own).
+# The default programs that resume from their checkpoints (trainrun.checkpoint), whose scripts ask to be requeued.
+RESUMING_KINDS = ("barrier",)
 SPARK_SCRIPTS = {
     "barrier": DEFAULT_TORCH_SCRIPT,
     "horovod": (f"{image_contract.EXAMPLES_DIR}/horovod_spark_estimator_mnist.py", "--store", '"$PWD/horovod-store"'),
@@ -56,6 +58,7 @@ class BatchRequest:
     launch: str  # what the script says it runs, after "# Launch: "
     preamble: tuple[str, ...] = ()  # shell lines before the step
     submit_from: str = ""  # where to run sbatch, after "Submit with: sbatch FILE"
+    requeue: bool = True  # requeued before the time limit: its program resumes from its checkpoints
 
     def script(self, template: PoolTemplate) -> str:
         lines = ["#!/bin/bash", f"# Rendered from pool template {template.name}; change the template, not this file.",
@@ -63,9 +66,11 @@ class BatchRequest:
         lines += [f"#SBATCH --{name}" + (f"={value}" if value is not None else "") for name, value in self.options]
         lines += ["set -euo pipefail", *self.preamble]
         lines += [f"export {name}={shlex.quote(value)}" for name, value in self.env.items()]
+        if not self.requeue:
+            return "\n".join([*lines, _command_line(self.step)]) + "\n"
         # Requeued 90 s before the time limit (--signal=B:USR1@90 reaches this shell, which waits for the step in
         # the background so that the trap runs at once); the requeued job starts the program again, which resumes
-        # only where it checkpoints (trainrun.checkpoint; docs/guides/stopped-jobs.md).
+        # from its checkpoints (trainrun.checkpoint; docs/guides/stopped-jobs.md).
         lines += ["trap 'scontrol requeue \"$SLURM_JOB_ID\"' USR1", _command_line(self.step) + " &", 'wait "$!"']
         return "\n".join(lines) + "\n"
 
@@ -152,13 +157,15 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
 
 
 def _common_options(template: PoolTemplate, job_name: str | None, time: str, partition: str | None,
-                    account: str | None) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
+                    account: str | None, requeue: bool = True
+                    ) -> tuple[list[tuple[str, str | None]], list[tuple[str, str | None]]]:
     """The options every launch's script starts and ends with."""
     head: list[tuple[str, str | None]] = [("job-name", job_name or template.name), ("nodes", str(template.nodes))]
     tail: list[tuple[str, str | None]] = [("time", time)]
     tail += [(name, value) for name, value in (("partition", partition), ("account", account)) if value]
-    # Lightning's requeue: SIGUSR1 90 s before the time limit, and the job may be requeued.
-    tail += [("signal", "B:USR1@90"), ("requeue", None), ("output", "%x-%j.out")]
+    if requeue:  # Lightning's requeue: SIGUSR1 90 s before the time limit, and the job may be requeued.
+        tail += [("signal", "B:USR1@90"), ("requeue", None)]
+    tail.append(("output", "%x-%j.out"))
     return head, tail
 
 
@@ -168,14 +175,16 @@ def _spark_pool_request(template: PoolTemplate, job_name: str | None, script: st
     """One worker a node, as the template's executors of that node; the job on the pool as its kind runs; under a
     container runtime, master, workers and job in the image (trainrun on the nodes starts them)."""
     per_node = template.executor.instances // template.nodes
-    head, tail = _common_options(template, job_name, time, partition, account)
+    kind = template.job.kind
+    # A script of the user's own is theirs to resume; of the examples, those that checkpoint.
+    requeue = script is not None or kind in RESUMING_KINDS
+    head, tail = _common_options(template, job_name, time, partition, account, requeue)
     options = [*head, ("ntasks-per-node", "1")]
     if template.executor.cores:
         options.append(("cpus-per-task", str(template.executor.cores * per_node)))
     if template.uses_gpus and not template.gpu.placeholders:
         options.append(("gpus-per-node", str(template.gpu.per_executor * per_node)))
     options += [("mem", _pool_memory(template, per_node)), *tail]
-    kind = template.job.kind
     program = ["python", *workload.script_words(template, "slurm", script, _examples_of(runtime,
                                                                                       SPARK_SCRIPTS[kind]))]
     if kind == "barrier":
@@ -186,8 +195,10 @@ def _spark_pool_request(template: PoolTemplate, job_name: str | None, script: st
         pool += ["--conf", f"{key}={value}"]
     where = "" if runtime == "host" else f", in the image under {runtime}"
     launch = (f"spark: a Spark pool of this job's own ({template.nodes} nodes, a worker each{where}), job kind "
-              f"{kind}; trainrun spark-pool starts it, runs the job on it and stops it")
-    return BatchRequest(options, {}, [*pool, "--", *program], launch, submit_from=_submit_from(runtime, script))
+              f"{kind}; trainrun spark-pool starts it, runs the job on it and stops it"
+              + ("" if requeue else "; not requeued, since the example does not resume from checkpoints"))
+    return BatchRequest(options, {}, [*pool, "--", *program], launch, submit_from=_submit_from(runtime, script),
+                        requeue=requeue)
 
 
 def _srun_request(template: PoolTemplate, image: str | None, registry: str | None, job_name: str | None,

@@ -4,6 +4,7 @@ target refuses a template, the golden file (.refused) holds the error.
 Regenerate after an intended change with `UPDATE_GOLDEN=1 pytest tests/unit/templates`,
 then review the diff of tests/unit/templates/golden/ before committing it.
 """
+import re
 from pathlib import Path
 
 import pytest
@@ -11,6 +12,8 @@ import pytest
 from pooltemplates import TARGETS, TemplateError, load_template, packaged_templates, render
 
 GOLDEN = Path(__file__).parent / "golden"
+REPO = Path(__file__).resolve().parents[3]
+EXAMPLE = re.compile(r"\b(\w+\.py)\b")
 SUFFIX = {
     "spark-submit": "args",
     "spark-defaults": "conf",
@@ -85,3 +88,19 @@ def test_every_golden_file_belongs_to_a_template_and_target() -> None:
 
 def test_every_target_has_a_golden_suffix() -> None:
     assert set(SUFFIX) == set(TARGETS)
+
+
+
+def test_every_rendered_script_that_asks_for_requeue_runs_an_example_that_resumes() -> None:
+    """A requeued job starts its program again: a script asking for --requeue runs an example that resumes from its
+    checkpoints (trainrun.checkpoint), and one whose example does not is not requeued."""
+    scripts = sorted(GOLDEN.glob("*.slurm*.sbatch"))
+    assert scripts
+    for script in scripts:
+        text = script.read_text()
+        examples = {name for line in text.splitlines() if not line.startswith("#")
+                    for name in EXAMPLE.findall(line)}
+        assert len(examples) == 1, (script.name, examples)
+        resumes = "checkpoint.latest(" in (REPO / "examples" / examples.pop()).read_text()
+        assert ("#SBATCH --requeue" in text) == resumes, script.name
+        assert ("trap 'scontrol requeue" in text) == resumes, script.name

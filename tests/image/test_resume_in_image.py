@@ -1,0 +1,23 @@
+"""A job stopped mid-training resumes where it was, in the image, for the examples whose frameworks the host lacks:
+Horovod's (tests/image/units/resume_horovod.py). The DDP example's restarts are the integration tier's
+(tests/integration/test_resume.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = [pytest.mark.image, pytest.mark.timeout(900)]
+
+
+def test_the_horovod_example_stopped_by_sigterm_resumes_from_its_checkpoint(in_image, tmp_path) -> None:
+    tmp_path.chmod(0o777)  # the image's user writes the checkpoints
+    output = in_image.run(["python", "/units/resume_horovod.py", "/work"], timeout=800,
+                          volumes={str(tmp_path): {"bind": "/work", "mode": "rw"}})
+    got = json.loads(next(line for line in reversed(output.splitlines()) if line.startswith('{"unbroken"')))
+    print(json.dumps({key: {k: v for k, v in run.items() if k != "tail"} for key, run in got.items()}))
+    assert got["unbroken"]["code"] == 0
+    assert got["stopped"]["code"] != 0 and got["stopped"]["saved"], got["stopped"]
+    assert got["again"]["code"] == 0 and got["again"]["resumed_from"] == got["stopped"]["saved"][-1], got["again"]
+    assert got["again"]["resumed_from"] >= 10
+    assert abs(got["again"]["summary"]["accuracy"] - got["unbroken"]["summary"]["accuracy"]) <= 0.02, got
