@@ -22,11 +22,19 @@ from synthetic_digits import make_digits, training_arguments
 from trainrun import checkpoint
 
 
-def any_rank(flag):
+def any_rank(flag, device):
     """Whether `flag` is set on any rank: every rank then stops at the same step."""
-    flags = torch.tensor([float(flag)])
+    flags = torch.tensor([float(flag)], device=device)
     dist.all_reduce(flags, op=dist.ReduceOp.MAX)
     return bool(flags.item())
+
+
+def same_on_every_rank(number, device):
+    """Whether every rank holds the same `number` (each loads the checkpoint it finds)."""
+    low, high = torch.tensor([number], device=device), torch.tensor([number], device=device)
+    dist.all_reduce(low, op=dist.ReduceOp.MIN)
+    dist.all_reduce(high, op=dist.ReduceOp.MAX)
+    return low.item() == high.item()
 
 
 def main():
@@ -55,6 +63,10 @@ def main():
     # Where the run is: epochs done, batches of this epoch done, optimizer steps, the epoch's loss sum of every rank.
     step, first_epoch, done_batches, epoch_losses, loss_sum = 0, 0, 0, [], 0.0
     resumed = checkpoint.latest(args.checkpoint_dir)
+    if not same_on_every_rank(resumed.step if resumed else -1, device):
+        raise SystemExit(f"rank {rank}: the ranks found different newest checkpoints in {args.checkpoint_dir} "
+                         "(this rank: " + (resumed.path.name if resumed else "none") + "): --checkpoint-dir must "
+                         "be a folder every rank shares")
     if resumed:
         saved = torch.load(resumed.path / "state.pt", map_location=device)
         model.module.load_state_dict(saved["model"])
@@ -89,7 +101,7 @@ def main():
             total += loss.detach()
             step += 1
             if step % args.checkpoint_every == 0:
-                stopping = stop.agreed(any_rank)
+                stopping = stop.agreed(lambda flag: any_rank(flag, device))
                 save(epoch, batch + 1, total)
                 if stopping:
                     dist.barrier()

@@ -49,19 +49,23 @@ def main():
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
 
     # Where the run is: epochs done, batches of this epoch done, optimizer steps, the epoch's loss sum of every rank.
-    step, first_epoch, done_batches, epoch_losses, loss_sum = 0, 0, 0, [], 0.0
-    resumed = checkpoint.latest(args.checkpoint_dir)
+    # Rank 0 loads the newest checkpoint and broadcasts it, as Horovod's own examples resume: the other ranks need
+    # not see rank 0's folder.
+    step, first_epoch, done_batches, epoch_losses, loss_sum, world = 0, 0, 0, [], 0.0, hvd.size()
+    resumed = checkpoint.latest(args.checkpoint_dir) if hvd.rank() == 0 else None
     if resumed:
         saved = torch.load(resumed.path / "state.pt", map_location=device)
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
-        step, first_epoch, epoch_losses = saved["step"], saved["epoch"], saved["epoch_losses"]
-        if saved["world"] == hvd.size():  # another world size splits the data otherwise: the epoch starts again
-            done_batches, loss_sum = saved["done_batches"], saved["loss_sum"]
-        for group in optimizer.param_groups:  # the learning rate scales with this run's world size
+        step, first_epoch, epoch_losses, world = saved["step"], saved["epoch"], saved["epoch_losses"], saved["world"]
+        done_batches, loss_sum = saved["done_batches"], saved["loss_sum"]
+        print(resumed.message(), flush=True)
+    step, first_epoch, done_batches, epoch_losses, world = hvd.broadcast_object(
+        (step, first_epoch, done_batches, epoch_losses, world), root_rank=0, name="resumed")
+    if world != hvd.size():  # another world size splits the data otherwise: the epoch starts again
+        done_batches, loss_sum = 0, 0.0
+        for group in optimizer.param_groups:  # the learning rate scales with the world size
             group["lr"] = args.lr * hvd.size()
-        if hvd.rank() == 0:
-            print(resumed.message(), flush=True)
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
 

@@ -17,6 +17,8 @@ from ..validate import check_resolves, host_port, port, positive_int, rank_count
 
 INSTALL_TORCH = "pip install torch"
 TORCHRUN_DEFAULT_PORT = 29500
+# Makes a c10d rendezvous give every round a store of its own (torch.distributed.elastic.rendezvous.dynamic_rendezvous).
+RESTART_STORE_ENV = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
 # torchrun's words for --nproc-per-node besides a count.
 NPROC_WORDS = ("auto", "gpu", "cpu")
 
@@ -91,9 +93,20 @@ class TorchPlanner:
         ranks = nproc * (job.max_nnodes or job.nnodes)
         nnodes = f"{job.nnodes}:{job.max_nnodes}" if job.max_nnodes is not None else str(job.nnodes)
         argv = [machine.python, "-m", "trainrun.torchrun", "--nnodes", nnodes, "--nproc-per-node", str(nproc)]
+        notes, env = deepspeed_notes(job, ranks), {}
+        if job.max_restarts:
+            # A restarted group finds the last round's keys in a store kept across rounds and connects to ranks that
+            # are gone (`Gloo connectFullMesh failed ... Connection refused`, pytorch/pytorch#135712): torchrun's
+            # static rendezvous keeps one, c10d's shares its own with the workers unless told not to.
+            env[RESTART_STORE_ENV] = "1"
         if job.rdzv_endpoint is not None:
             argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", job.rdzv_endpoint,
                      "--rdzv-id", job.rdzv_id or "trainrun"]
+        elif job.max_restarts and job.nnodes == 1:
+            endpoint = f"{job.master_addr or '127.0.0.1'}:{job.master_port or machine.free_port}"
+            argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", job.rdzv_id or "trainrun"]
+            notes += (f"--max-restarts {job.max_restarts}: a c10d rendezvous on {endpoint}, each round with a store "
+                      "of its own (torchrun's static rendezvous keeps one across restarts)",)
         else:
             # Single node: a port free on this host instead of torchrun's fixed 29500, so jobs can share a host.
             default_port = machine.free_port if job.nnodes == 1 else TORCHRUN_DEFAULT_PORT
@@ -110,9 +123,10 @@ class TorchPlanner:
         if job.local_ranks_filter:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
-        return Plan(backend="torch", argv=argv, env={**thread_env(machine, nproc), **run_env(job.run)}, ranks=ranks,
+        return Plan(backend="torch", argv=argv, env={**thread_env(machine, nproc), **env, **run_env(job.run)},
+                    ranks=ranks,
                     local_ranks=nproc, launcher="torchrun", output_tags="lines" if tagged else "none",
-                    notes=deepspeed_notes(job, ranks), run=job.run)
+                    notes=notes, run=job.run)
 
 
 def parse_nproc(text: str) -> int | str:

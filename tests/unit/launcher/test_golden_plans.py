@@ -109,6 +109,7 @@ CASES = {
     "torch_elastic": (["torch", "--nproc-per-node", "gpu", "--nnodes", "1:4", "--rdzv-endpoint", "n0:29400",
                        "--max-restarts", "3", "--log-dir", "/tmp/logs", "--local-ranks-filter", "0",
                        "--torchrun-args", "--monitor-interval 1", "--", "train.py"], {"gpu_count": 4}),
+    "torch_restarts_on_one_host": (["torch", "--nproc-per-node", "2", "--max-restarts", "2", "train.py"], {}),
     "torch_standalone_cpu": (["torch", "--standalone", "--nproc-per-node", "cpu", "--no-tag-output", "train.py"],
                              {}),
     "spark_verbose": (["spark", "--num-processes", "2", "--verbose", "train.py"], {}),
