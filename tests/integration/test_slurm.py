@@ -131,24 +131,24 @@ def test_trainrun_mpi_inside_salloc_starts_the_ranks_through_srun(cluster, work)
 
 @pytest.fixture(scope="module")
 def one_host_accuracy():
-    """The DDP example under `trainrun mpi -np N` on this host, outside Slurm, once for each N: what the pages' lines
-    of N ranks must reach."""
-    found: dict[int, float] = {}
+    """The DDP example under `trainrun mpi -np N [ARGS]` on this host, outside Slurm, once for each N and ARGS: what
+    the pages' lines of N ranks must reach."""
+    found: dict[tuple, float] = {}
 
-    def accuracy(ranks: int) -> float:
-        if ranks not in found:
+    def accuracy(ranks: int, *args: str) -> float:
+        if (ranks, *args) not in found:
             out = Path(tempfile.mkdtemp(dir="/var/tmp"))
             try:
                 env = {name: value for name, value in os.environ.items()
                        if not name.startswith(("SLURM_", "OMPI_", "PMIX_"))}
                 env["PATH"] = f"{Path(sys.executable).parent}:{env['PATH']}"
                 result = run(["trainrun", "mpi", "-np", str(ranks), sys.executable, "ddp_torch_mnist.py",
-                              "--checkpoint-dir", str(out)], env, EXAMPLES, timeout=300)
+                              "--checkpoint-dir", str(out), *args], env, EXAMPLES, timeout=600)
                 assert result.returncode == 0, result.stderr
-                found[ranks] = slurm_pages.summary(result.stdout)["accuracy"]
+                found[(ranks, *args)] = slurm_pages.summary(result.stdout)["accuracy"]
             finally:
                 shutil.rmtree(out, ignore_errors=True)
-        return found[ranks]
+        return found[(ranks, *args)]
 
     return accuracy
 
@@ -177,18 +177,23 @@ def test_the_quickstarts_host_line_trains_on_two_nodes_as_on_one_host(cluster, l
         assert pool_folders() <= before
 
 
+def rendered_cpu_pool(script: Path, program: str, time_limit: str = "10:00") -> str:
+    """`pooltemplates render --target slurm --launch srun` of a CPU pool on 2 nodes x 2 tasks running `program` (a
+    script of the user's own, so the script asks for a requeue); the script's text."""
+    render = subprocess.run(
+        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--launch", "srun",
+         "--set", "nodes=2", "--set", "executor.cores=2", "--set", "job.processes=4", "--time", time_limit,
+         "--out", str(script), "--script", program], capture_output=True, text=True, timeout=60)
+    assert render.returncode == 0, render.stderr
+    return script.read_text()
+
+
 def test_the_rendered_batch_script_of_a_pool_template_trains(cluster, work) -> None:
     """`pooltemplates render --target slurm` of a CPU pool on 2 nodes x 2 tasks, submitted as it is: trainrun mpi
     starts the unchanged DDP example on every task through srun."""
     script = work / "pool.sbatch"
-    render = subprocess.run(
-        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--launch", "srun",
-         "--set", "nodes=2",
-         "--set", "executor.cores=2", "--set", "job.processes=4", "--time", "10:00", "--out", str(script),
-         "--script", f"ddp_torch_mnist.py --checkpoint-dir {work / 'checkpoints'}"],
-        capture_output=True, text=True, timeout=60)
-    assert render.returncode == 0, render.stderr
-    assert "#SBATCH --ntasks-per-node=2" in script.read_text()
+    assert "#SBATCH --ntasks-per-node=2" in rendered_cpu_pool(
+        script, f"ddp_torch_mnist.py --checkpoint-dir {work / 'checkpoints'}")
     out = work / "pool.out"
     result = run(["sbatch", "--wait", "-o", str(out), str(script)], job_env(cluster, work), EXAMPLES, timeout=240)
     log = out.read_text()
@@ -206,13 +211,8 @@ def test_scontrol_requeue_of_a_rendered_scripts_job_resumes_from_its_checkpoint(
     unbroken run. Long: Slurm makes a requeued job eligible 2 minutes after the requeue (EligibleTime), and its
     scheduler starts it up to half a minute later."""
     script, checkpoints, out = work / "requeued.sbatch", work / "checkpoints", work / "requeued.out"
-    render = subprocess.run(
-        [sys.executable, "-m", "pooltemplates", "render", str(CPU_POOL), "--target", "slurm", "--launch", "srun",
-         "--set", "nodes=2", "--set", "executor.cores=2", "--set", "job.processes=4", "--time", "10:00",
-         "--out", str(script), "--script", f"ddp_torch_mnist.py --checkpoint-dir {checkpoints} --checkpoint-every 5"],
-        capture_output=True, text=True, timeout=60)
-    assert render.returncode == 0, render.stderr
-    assert "#SBATCH --requeue" in script.read_text()
+    assert "#SBATCH --requeue" in rendered_cpu_pool(
+        script, f"ddp_torch_mnist.py --checkpoint-dir {checkpoints} --checkpoint-every 5")
     env = job_env(cluster, work)
     submitted = run(["sbatch", "--parsable", "--open-mode=append", "-o", str(out), str(script)], env, EXAMPLES)
     assert submitted.returncode == 0, submitted.stderr
@@ -232,6 +232,35 @@ def test_scontrol_requeue_of_a_rendered_scripts_job_resumes_from_its_checkpoint(
     assert summary["ranks"] == 4 and abs(summary["accuracy"] - one_host_accuracy(4)) < 0.02, log
     print(f"requeued, restarted and resumed from step {resumed[1]}: done {time.monotonic() - requeued_at:.1f} s "
           "after scontrol requeue")
+
+
+EPOCHS_PAST_THE_LIMIT = 40
+
+
+@pytest.mark.long
+def test_a_rendered_scripts_job_reaching_its_time_limit_is_requeued_and_resumes(cluster, work,
+                                                                                 one_host_accuracy) -> None:
+    """The rendered script's own path at a time limit: --signal=B:USR1@90 reaches the batch shell, whose trap
+    requeues the job; Slurm then stops the step (the ranks save at their next checkpoint step and end) and the job
+    is pending again; started again, the example resumes from the checkpoint, and, the time limit reached once more
+    if need be, ends with the accuracy of an unbroken run. --time=3: Slurm sends the signal up to a minute early, so
+    30 to 90 s in; the training takes longer than that."""
+    script, checkpoints, out = work / "limited.sbatch", work / "checkpoints", work / "limited.out"
+    assert "#SBATCH --signal=B:USR1@90" in rendered_cpu_pool(
+        script, f"ddp_torch_mnist.py --checkpoint-dir {checkpoints} --epochs {EPOCHS_PAST_THE_LIMIT}", "3")
+    env = job_env(cluster, work)
+    submitted = run(["sbatch", "--parsable", "--open-mode=append", "-o", str(out), str(script)], env, EXAMPLES)
+    assert submitted.returncode == 0, submitted.stderr
+    wait_until_gone(cluster, submitted.stdout.strip(), 900)
+    log = out.read_text()
+    assert "DUE TO JOB REQUEUE" in log, log[-3000:]
+    resumed = [int(step) for step in re.findall(r"resumed from step (\d+) \(", log)]
+    assert resumed and resumed[0] > 0, log[-3000:]
+    summary = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("0: {"))
+                         .removeprefix("0: "))
+    assert summary["ranks"] == 4 and len(summary["losses"]) == EPOCHS_PAST_THE_LIMIT, log[-3000:]
+    assert abs(summary["accuracy"] - one_host_accuracy(4, "--epochs", str(EPOCHS_PAST_THE_LIMIT))) < 0.02, log
+    print(f"requeued at the time limit {len(resumed)} time(s), resumed from steps {resumed}")
 
 
 def test_the_quickstarts_pool_template_runs_torch_distributor_on_a_pool_across_both_nodes(cluster) -> None:
