@@ -12,12 +12,16 @@ import sys
 import time
 
 EXAMPLE = "/opt/trainstack/examples/horovod_torch_mnist.py"
+# 188 steps an epoch on each of 2 ranks, 564 in all: long enough for the stop to land mid-training.
+TRAIN_SIZE, BATCH, EPOCHS = 12000, 32, 3
+FINAL_STEP = -(-TRAIN_SIZE // 2 // BATCH) * EPOCHS
 RESUMED = re.compile(r"resumed from step (\d+) \(")
 
 
 def training(folder):
     return subprocess.Popen(["trainrun", "mpi", "-np", "2", "python", EXAMPLE, "--checkpoint-dir", folder,
-                             "--checkpoint-every", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                             "--checkpoint-every", "10", "--train-size", str(TRAIN_SIZE), "--batch-size", str(BATCH),
+                             "--epochs", str(EPOCHS)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
 def summary(output):
@@ -44,6 +48,7 @@ def main():
     again_out, _ = again.communicate(timeout=600)
     resumed = RESUMED.search(again_out)
     print(json.dumps({
+        "final_step": FINAL_STEP,
         "unbroken": {"code": unbroken.returncode, "summary": summary(unbroken_out)},
         "stopped": {"code": stopped.returncode, "seconds": round(stop_seconds, 1), "saved": saved,
                     "tail": stopped_out[-1500:]},
