@@ -23,7 +23,6 @@ from pathlib import Path
 
 import pytest
 
-import lab_kernels
 import slurm_pages
 from loopback_slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
@@ -282,54 +281,13 @@ def test_the_quickstarts_pool_template_runs_torch_distributor_on_a_pool_across_b
     no_pool_left(job_id, before)
 
 
-LAB_URL = re.compile(r"http://n1:\d+/lab\?token=\w+")
-NOTEBOOK_ON_THE_POOL = [
-    "%load_ext trainrun.notebook",  # the images' kernels load it; the nodes' own JupyterLab does not
-    "print(spark.sparkContext.master)",
-    # Both emulated nodes are one host whose executors' /tmp differ: shuffle files over the network, as between hosts.
-    "%%configure -f\n" + json.dumps({"numExecutors": 2, "executorCores": 1, "executorMemory": "1g",
-                                      "conf": {"spark.sql.shuffle.partitions": "3",
-                                               "spark.shuffle.readHostLocalDisk": "false"}}),
-    "print(spark.range(1000).repartition(4).count(), spark.conf.get('spark.sql.shuffle.partitions'))",
-    '%%configure -f\n{"numExecutors": 5}',
-    "%%trainrun spark -np 2\nimport os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])",
-]
-
-
 def test_jupyterlab_on_the_allocations_first_node_runs_its_notebooks_on_the_pool(cluster) -> None:
     """The quickstart's JupyterLab line as pasted (the nodes' own Python): JupyterLab on n1 as the job of a pool across
-    both nodes. A kernel started as a notebook page starts one, at the URL the page's ssh tunnel gives, gets `spark` on
-    the pool; a Synapse `%%configure` body restarts it there, one larger than the pool is refused in one line, and
-    `%%trainrun spark` runs its ranks on the pool. scancel leaves nothing."""
-    (line,) = [line.command for line in slurm_pages.batch_lines() if line.script == "jupyter-pool"]
+    both nodes, its notebook run as slurm_pages.notebook_on_the_pool says. scancel leaves nothing."""
+    (line,) = [line.command for line in slurm_pages.batch_lines()
+               if line.script == "jupyter-pool" and line.runtime == "host"]
     examples, before = slurm_pages.checkout_copy(cluster), pool_folders()
-    env = slurm_pages.job_env(cluster)
-    job_id = slurm_pages.submit(line, examples, env)
-    try:
-        deadline, url = time.monotonic() + 180, None
-        while url is None and time.monotonic() < deadline:
-            output = slurm_pages.output_file(examples, job_id)
-            found = LAB_URL.search(output.read_text(errors="replace")) if output else None
-            url = found[0] if found else time.sleep(1)
-        assert url, output.read_text(errors="replace") if output else f"job {job_id} wrote no output"
-        assert "ssh -N -L 8888:n1:8888 LOGIN_NODE" in output.read_text()
-        # As through the tunnel, which forwards 127.0.0.1:8888 to n1:8888 (n1 is 127.0.0.1 here).
-        url = url.replace("http://n1:", "http://127.0.0.1:")
-        session = lab_kernels.with_token(url)
-        started = session.post(f"{lab_kernels.base(url)}/api/kernels", json={"name": "python3"})
-        assert started.status_code == 201, started.text
-        kernel = started.json()["id"]
-        loaded, master, configured, counted, too_large, ranks = [
-            lab_kernels.execute(url, kernel, cell, timeout=300) for cell in NOTEBOOK_ON_THE_POOL]
-        assert master.split()[-1].startswith("spark://n1:"), loaded + master
-        assert "Spark session configured (restarted)" in configured, configured
-        assert counted.split() == ["1000", "3"], counted
-        assert "numExecutors = 5: the pool 'allocation-pool' has 2 (valid: at most 2)" in too_large, too_large
-        assert "rank 0 of 2" in ranks and "rank 1 of 2" in ranks, ranks
-    finally:
-        subprocess.run(["scancel", job_id], env=env, check=True)
-    wait_until_gone(cluster, job_id, 30)
-    stopped = next(line for line in output.read_text().splitlines() if "Spark pool stopped" in line)
+    job_id, stopped = slurm_pages.notebook_on_the_pool(line, examples, slurm_pages.job_env(cluster))
     assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), stopped
     no_pool_left(job_id, before)
 

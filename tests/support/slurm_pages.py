@@ -18,6 +18,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+import lab_kernels
 from loopback_slurm import CROSS_NODE_MPI_ENV, LoopbackSlurm
 from trainstack.docsite.shown import page_commands
 
@@ -26,6 +27,20 @@ QUICKSTART = "docs/quickstarts/slurm.md"
 SUBMITTED = re.compile(r"Submitted batch job (\d+)")
 RUNTIME = re.compile(r"^RUNTIME=(\w+) ")
 SCRIPT = re.compile(r"sbatch slurm/([\w-]+)\.sbatch(?: |$)")
+LAB_URL = re.compile(r"http://n1:\d+/lab\?token=\w+")
+# A notebook on the allocation's pool, cell by cell: the session on the pool, a Synapse %%configure body (both emulated
+# nodes are one host whose executors' /tmp differ: shuffle files over the network, as between hosts), a Spark job,
+# a body larger than the pool, and %%trainrun spark.
+NOTEBOOK_ON_THE_POOL = [
+    "%load_ext trainrun.notebook",  # the images' kernels load it; the nodes' own JupyterLab does not
+    "print(spark.sparkContext.master)",
+    "%%configure -f\n" + json.dumps({"numExecutors": 2, "executorCores": 1, "executorMemory": "1g",
+                                      "conf": {"spark.sql.shuffle.partitions": "3",
+                                               "spark.shuffle.readHostLocalDisk": "false"}}),
+    "print(spark.range(1000).repartition(4).count(), spark.conf.get('spark.sql.shuffle.partitions'))",
+    '%%configure -f\n{"numExecutors": 5}',
+    "%%trainrun spark -np 2\nimport os\nprint('rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])",
+]
 
 
 @dataclass(frozen=True)
@@ -113,3 +128,39 @@ def summary(output: str) -> dict:
     """Rank 0's JSON summary line, after whatever tag a launcher put before it."""
     line = next(line for line in reversed(output.splitlines()) if '{"workflow"' in line)
     return json.loads(line[line.index('{"workflow"'):])
+
+
+def notebook_on_the_pool(command: str, cwd: Path, env: dict[str, str]) -> tuple[str, str]:
+    """Submits the page's JupyterLab line, then, at the URL its ssh tunnel gives, runs NOTEBOOK_ON_THE_POOL in a
+    kernel started as a notebook page starts one, and asserts what each cell shows: `spark` on the pool's master, the
+    %%configure body restarting it there, the job's result, the larger body refused in one line naming the pool, and
+    the ranks of %%trainrun spark. scancel then ends the job; returns the job's id and the pool's last line (`Spark
+    pool stopped; executors on ...`)."""
+    job = submit(command, cwd, env)
+    output = None
+    try:
+        deadline, url = time.monotonic() + 300, None
+        while url is None and time.monotonic() < deadline:
+            output = output_file(cwd, job)
+            found = LAB_URL.search(output.read_text(errors="replace")) if output else None
+            url = found[0] if found else time.sleep(1)
+        assert url, output.read_text(errors="replace") if output else f"job {job} wrote no output"
+        assert "ssh -N -L 8888:n1:8888 LOGIN_NODE" in output.read_text()
+        # As through the tunnel, which forwards 127.0.0.1:8888 to n1:8888 (n1 is 127.0.0.1 here).
+        url = url.replace("http://n1:", "http://127.0.0.1:")
+        started = lab_kernels.with_token(url).post(f"{lab_kernels.base(url)}/api/kernels", json={"name": "python3"})
+        assert started.status_code == 201, started.text
+        loaded, master, configured, counted, too_large, ranks = [
+            lab_kernels.execute(url, started.json()["id"], cell, timeout=300) for cell in NOTEBOOK_ON_THE_POOL]
+        assert master.split()[-1].startswith("spark://n1:"), loaded + master
+        assert "Spark session configured (restarted)" in configured, configured
+        assert counted.split() == ["1000", "3"], counted
+        assert "numExecutors = 5: the pool 'allocation-pool' has 2 (valid: at most 2)" in too_large, too_large
+        assert "rank 0 of 2" in ranks and "rank 1 of 2" in ranks, ranks
+    finally:
+        subprocess.run(["scancel", job], env=env, check=True)
+    deadline = time.monotonic() + 60
+    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip() and \
+            time.monotonic() < deadline:
+        time.sleep(1)
+    return job, next(line for line in output.read_text().splitlines() if "Spark pool stopped" in line)
