@@ -287,7 +287,8 @@ def test_jupyterlab_on_the_allocations_first_node_runs_its_notebooks_on_the_pool
     (line,) = [line.command for line in slurm_pages.batch_lines()
                if line.script == "jupyter-pool" and line.runtime == "host"]
     examples, before = slurm_pages.checkout_copy(cluster), pool_folders()
-    job_id, stopped = slurm_pages.notebook_on_the_pool(line, examples, slurm_pages.job_env(cluster))
+    job_id, output = slurm_pages.notebook_on_the_pool(line, examples, slurm_pages.job_env(cluster))
+    stopped = next(line for line in output.splitlines() if "Spark pool stopped" in line)
     assert all(f"executors on {node}: app-" in stopped for node in ("n1", "n2")), stopped
     no_pool_left(job_id, before)
 
