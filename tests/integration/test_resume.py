@@ -13,7 +13,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from fault_harness import MARK, trainrun_argv, trainrun_env
+from fault_harness import MARK, trainrun_argv, trainrun_env, wait_for_files
 from launch_helpers import leftover_processes, requires
 
 pytestmark = [pytest.mark.timeout(600), requires(torch=True)]
@@ -50,13 +50,6 @@ def training_process(mark: str, rank: str) -> psutil.Process | None:
     return next((process for process in found.values() if process.info["ppid"] in found), None)
 
 
-def after_first_checkpoint(checkpoints: Path, job: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while not list(checkpoints.glob("step-*")):
-        assert job.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
-        time.sleep(0.02)
-
-
 @pytest.fixture(scope="module")
 def unbroken(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("unbroken")
@@ -73,7 +66,7 @@ def test_a_rank_killed_mid_epoch_restarts_the_group_from_the_checkpoint(tmp_path
     checkpoints = tmp_path / "checkpoints"
     started = time.monotonic()
     job = training(checkpoints, "--max-restarts", "2", env=env)
-    after_first_checkpoint(checkpoints, job)
+    wait_for_files(checkpoints, "step-*", 1, 120)
     victim = training_process(env[MARK], "1")
     assert victim is not None
     victim.send_signal(signal.SIGKILL)
@@ -94,7 +87,7 @@ def test_without_restarts_the_killed_rank_ends_the_job_in_one_line(tmp_path) -> 
     env = trainrun_env(tmp_path)
     checkpoints = tmp_path / "checkpoints"
     job = training(checkpoints, env=env)
-    after_first_checkpoint(checkpoints, job)
+    wait_for_files(checkpoints, "step-*", 1, 120)
     training_process(env[MARK], "1").send_signal(signal.SIGKILL)
     out, _ = job.communicate(timeout=120)
     assert job.returncode != 0
@@ -108,7 +101,7 @@ def test_sigterm_saves_at_the_next_checkpoint_step_and_the_next_start_resumes_th
     env = trainrun_env(tmp_path)
     checkpoints = tmp_path / "checkpoints"
     job = training(checkpoints, env=env)
-    after_first_checkpoint(checkpoints, job)
+    wait_for_files(checkpoints, "step-*", 1, 120)
     os.kill(job.pid, signal.SIGTERM)
     stopped, _ = job.communicate(timeout=120)
     assert job.returncode != 0, stopped

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 import slurm_pages
+from fault_harness import wait_for_files
 from loopback_slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
 
 pytestmark = [
@@ -216,18 +217,14 @@ def test_scontrol_requeue_of_a_rendered_scripts_job_resumes_from_its_checkpoint(
     submitted = run(["sbatch", "--parsable", "--open-mode=append", "-o", str(out), str(script)], env, EXAMPLES)
     assert submitted.returncode == 0, submitted.stderr
     job_id = submitted.stdout.strip()
-    deadline = time.monotonic() + 180
-    while not list(checkpoints.glob("step-*")):
-        assert time.monotonic() < deadline, out.read_text() if out.exists() else "no output"
-        time.sleep(0.05)
+    wait_for_files(checkpoints, "step-*", 1, 180)
     requeued_at = time.monotonic()
     assert run(["scontrol", "requeue", job_id], env, work).returncode == 0
     wait_until_gone(cluster, job_id, 240)
     log = out.read_text()
     resumed = re.search(r"resumed from step (\d+) \(", log)
     assert resumed and int(resumed[1]) >= 5, log
-    summary = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("0: {"))
-                         .removeprefix("0: "))
+    summary = slurm_pages.summary(log)
     assert summary["ranks"] == 4 and abs(summary["accuracy"] - one_host_accuracy(4)) < 0.02, log
     print(f"requeued, restarted and resumed from step {resumed[1]}: done {time.monotonic() - requeued_at:.1f} s "
           "after scontrol requeue")
@@ -257,8 +254,7 @@ def test_a_rendered_scripts_job_reaching_its_time_limit_is_requeued_and_resumes(
     assert "DUE TO JOB REQUEUE" in log, log[-3000:]
     resumed = [int(step) for step in re.findall(r"resumed from step (\d+) \(", log)]
     assert resumed and resumed[0] > 0, log[-3000:]
-    summary = json.loads(next(line for line in reversed(log.splitlines()) if line.startswith("0: {"))
-                         .removeprefix("0: "))
+    summary = slurm_pages.summary(log)
     assert summary["ranks"] == 4 and len(summary["losses"]) == int(PAST_THE_LIMIT[-1]), log[-3000:]
     assert abs(summary["accuracy"] - one_host_accuracy(4, *PAST_THE_LIMIT)) < 0.02, log
     print(f"requeued at the time limit {len(resumed)} time(s), resumed from steps {resumed}")
@@ -404,10 +400,7 @@ def pool_job_running(cluster: LoopbackSlurm, work: Path, out: Path, command: str
 
 
 def wait_until_gone(cluster: LoopbackSlurm, job_id: str, seconds: float) -> None:
-    deadline = time.monotonic() + seconds
-    while subprocess.run(["squeue", "-h", "-j", job_id], env=cluster.env(), capture_output=True,
-                         text=True).stdout.strip() and time.monotonic() < deadline:
-        time.sleep(1)
+    slurm_pages.left_the_queue(job_id, cluster.env(), seconds)
 
 
 def test_scancel_of_a_job_on_the_allocations_pool_leaves_nothing(cluster, work) -> None:

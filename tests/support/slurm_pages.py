@@ -109,16 +109,23 @@ def output_file(cwd: Path, job: str) -> Path | None:
     return next((path for path in (cwd / f"slurm-{job}.out", *cwd.glob(f"*-{job}.out")) if path.exists()), None)
 
 
+def left_the_queue(job: str, env: dict[str, str], seconds: float) -> bool:
+    """Whether the job left Slurm's queue within `seconds`."""
+    deadline = time.monotonic() + seconds
+    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(1)
+    return True
+
+
 def run_line(command: str, cwd: Path, env: dict[str, str], timeout: float = 600) -> str:
     """Runs the page's line with bash in `cwd`, waits for the job it submitted to leave the queue and returns its
     output."""
     job = submit(command, cwd, env)
-    deadline = time.monotonic() + timeout
-    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip():
-        if time.monotonic() > deadline:
-            subprocess.run(["scancel", job], env=env)
-            raise AssertionError(f"job {job} of `{command}` still ran after {timeout:g} s")
-        time.sleep(1)
+    if not left_the_queue(job, env, timeout):
+        subprocess.run(["scancel", job], env=env)
+        raise AssertionError(f"job {job} of `{command}` still ran after {timeout:g} s")
     output = output_file(cwd, job)
     assert output is not None, f"job {job} of `{command}` wrote no output file in {cwd}"
     return output.read_text(errors="replace")
@@ -158,8 +165,5 @@ def notebook_on_the_pool(command: str, cwd: Path, env: dict[str, str]) -> tuple[
         assert "rank 0 of 2" in ranks and "rank 1 of 2" in ranks, ranks
     finally:
         subprocess.run(["scancel", job], env=env, check=True)
-    deadline = time.monotonic() + 60
-    while subprocess.run(["squeue", "-h", "-j", job], env=env, capture_output=True, text=True).stdout.strip() and \
-            time.monotonic() < deadline:
-        time.sleep(1)
+    left_the_queue(job, env, 60)
     return job, output.read_text(errors="replace")

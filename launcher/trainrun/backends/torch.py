@@ -124,9 +124,8 @@ class TorchPlanner:
             argv += ["--local-ranks-filter", job.local_ranks_filter]
         argv += [*job.launcher_args, "-m", "trainrun.rank", *job.program.rank_args()]
         return Plan(backend="torch", argv=argv, env={**thread_env(machine, nproc), **env, **run_env(job.run)},
-                    ranks=ranks,
-                    local_ranks=nproc, launcher="torchrun", output_tags="lines" if tagged else "none",
-                    notes=notes, run=job.run)
+                    ranks=ranks, local_ranks=nproc, launcher="torchrun",
+                    output_tags="lines" if tagged else "none", notes=notes, run=job.run)
 
 
 def parse_nproc(text: str) -> int | str:

@@ -41,8 +41,8 @@ from ...engines.slurm import Allocation, home_cache, srun_head
 from ...errors import UsageError
 from ...image_contract import DISCOVERY_SCRIPT_PATH
 from ...machine import pick_free_port
-from ...proctree import terminate
 from ...notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
+from ...proctree import terminate
 from ...validate import spark_conf_item
 from .pool_daemon import STOP_SIGNAL, master_argv, worker_argv
 from .pool_secret import security_conf, write_private_conf
