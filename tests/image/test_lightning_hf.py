@@ -1,6 +1,6 @@
 """PyTorch Lightning, the Hugging Face Trainer and accelerate in the image beyond what the workflow rows
 (test_workflows.py) show: a LightningModule trains in a `%%trainrun` cell, and a trainer set up for another number of
-processes than the ranks started ends every rank with one line naming both numbers, before training
+processes than the ranks started ends the job with one line naming both numbers, before training
 (images/site-packages/trainstack_framework_ranks.py), under trainrun, TorchDistributor, a cell and accelerate launch."""
 import ast
 import json
@@ -20,6 +20,12 @@ TRAINING_ARGUMENTS_ALONE = ALONE.format("TrainingArguments", *["TrainingArgument
 ACCELERATOR_ALONE = ALONE.format("Accelerator", *["Accelerator(cpu=True)"] * 2)
 
 
+def refused_by_the_ranks_that_got_there(lines: list[str], line: str) -> bool:
+    """Whichever rank reaches the check first exits, and torchrun then stops the others (its agent's documented
+    behavior): a rank still importing under load is stopped before it prints its own."""
+    return 1 <= lines.count(line) <= 2
+
+
 def test_a_lightning_module_trains_in_a_trainrun_cell_and_4_devices_of_2_ranks_get_one_line(in_image):
     """Databricks' notebooks' `import pytorch_lightning as pl`, Trainer(strategy="ddp", devices=2) in a
     `%%trainrun torch --nproc-per-node 2` cell; then the same cell with devices=4."""
@@ -29,7 +35,7 @@ def test_a_lightning_module_trains_in_a_trainrun_cell_and_4_devices_of_2_ranks_g
     result = ast.literal_eval(trained[trained.index("{'ranks'"):])  # the cell's value: rank 0's dict, as shown
     assert result["ranks"] == 2 and result["losses"][-1] < result["losses"][0] / 2, result
     assert result["accuracy"] >= 0.9, result
-    assert untagged_lines(refused).count(LIGHTNING_4_OF_2) == 2, refused
+    assert refused_by_the_ranks_that_got_there(untagged_lines(refused), LIGHTNING_4_OF_2), refused
     # trainrun's one line for the failed job, whichever error class the cell shows it with.
     assert "exited with code 1; job stopped" in refused and "Traceback" not in refused, refused
     assert "epoch" not in refused, refused
@@ -52,7 +58,7 @@ def test_a_trainer_for_other_processes_than_the_ranks_started_ends_each_rank_wit
     lines = untagged_lines(output)
     assert not any(word in output for word in ("epoch", "trained")), output[-3000:]  # nothing trained
     if command[0] == "trainrun":  # one line from each rank, and no traceback
-        assert lines.count(line) == 2 and "Traceback" not in output, output[-3000:]
+        assert refused_by_the_ranks_that_got_there(lines, line) and "Traceback" not in output, output[-3000:]
         assert lines[-1].startswith("trainrun: rank"), output[-3000:]
     else:  # TorchDistributor's error on the driver (its traceback) repeats the ranks' last lines
         assert lines.count(line) == 4 and "RuntimeError" in output, output[-3000:]
