@@ -25,6 +25,9 @@ LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "h
                   "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
                   "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster")
 
+# spark.executor.memory's default, which the Ray on Spark row leaves (its local-cluster workers offer 2 cores each).
+EXECUTOR_MEMORY = 1024 ** 3
+
 
 @pytest.mark.parametrize("workflow", [
     pytest.param(w, id=w.name, marks=[pytest.mark.long] if w.name in LONG_WORKFLOWS else []) for w in WORKFLOWS])
@@ -44,6 +47,10 @@ def test_workflow_learns_with_every_rank(in_image, workflow, tmp_path):
     assert result.get("adapter_loaded_back", True), result
     # The Trainer's DeepSpeed rows: the engine it built runs the config's ZeRO stage (deepspeed_zero2.json).
     assert result.get("deepspeed_zero_stage", 2) == 2, result
+    if "ray_worker_nodes" in result:  # Ray on Spark: one worker node per executor, sized as that executor
+        assert [node["cpus"] for node in result["ray_worker_nodes"]] == [2, 2], result
+        assert all(node["memory"] + node["object_store_memory"] <= EXECUTOR_MEMORY
+                   for node in result["ray_worker_nodes"]), result
     if workflow.name.startswith("horovod-spark"):  # the estimators: no PySpark daemon traceback (see notebook_checks)
         assert no_traceback(output) == [], output[-3000:]
     if workflow.writes_checkpoint:

@@ -69,6 +69,7 @@ def build_components(flavor: Flavor, sources: SourceOptions = SourceOptions()) -
         _libraries(flavor),
         *([_deepspeed(flavor, deepspeed)] if deepspeed else []),
         *([_pyspark(flavor)] if component_patches(flavor, "pyspark") else []),
+        *([_ray(flavor)] if flavor.version("ray") else []),
     ]
     return [replace(component, layers=tuple(dict.fromkeys(
         flavor.venv_layer_of(name).name for name in component.distributions))) for component in components]
@@ -187,3 +188,13 @@ def _pyspark(flavor: Flavor) -> BuildComponent:
     return BuildComponent("pyspark", values={"site_packages": flavor.site_packages},
                           patches=tuple(component_patches(flavor, "pyspark")),
                           files=("scripts/sync_pyspark_zip.py",), distributions=("pyspark",))
+
+
+def _ray(flavor: Flavor) -> BuildComponent:
+    """Ray with its extras under a constraints file of everything installed so far (it replaces none of the
+    libraries' pins), then its patches where pip installed it."""
+    extras = ",".join(flavor.field("ray", "extras"))
+    return BuildComponent("ray", values={"requirement": f"ray[{extras}]=={flavor.version('ray')}",
+                                         "site_packages": flavor.site_packages,
+                                         "constraints": "/tmp/build/ray-constraints.txt"},
+                          patches=tuple(component_patches(flavor, "ray")), distributions=("ray",))

@@ -31,7 +31,7 @@ MATRIX_PATH = REPO_ROOT / "images" / "matrix.yaml"
 SCHEMA_PATH = REPO_ROOT / "images" / "matrix.schema.json"
 PATCHES_DIR = REPO_ROOT / "images" / "patches"
 # Components whose matrix entry may list `patch` files: images/patches/COMPONENT-*.patch, applied in the builder.
-PATCHED_COMPONENTS = ("horovod", "pyspark", "deepspeed")
+PATCHED_COMPONENTS = ("horovod", "pyspark", "deepspeed", "ray")
 FLAVOR_POINTER = "#/$defs/flavor"
 VERSION_FIELD = {"$ref": "#/$defs/version"}
 NOT_A_VERSION = "is not a version (PEP 440)"
@@ -253,7 +253,7 @@ def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
 
 
 def component_patches(flavor: Flavor, component: str) -> list[str]:
-    """The matrix's `patch` of a component (horovod, pyspark, deepspeed): one file name or a list of them, applied in order."""
+    """The matrix's `patch` of a component (horovod, pyspark, deepspeed, ray): one file name or a list of them, applied in order."""
     patches = flavor.field(component, "patch") or []
     return [patches] if isinstance(patches, str) else list(patches)
 

@@ -88,6 +88,10 @@ WORKFLOWS = [
              ["python", *_example("horovod_runner_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
     Workflow("trainrun-run-torch", "trainrun.run(train, ..., backend=\"torch\", num_processes=2)",
              ["python", *_example("trainrun_run_mnist.py", "--checkpoint-dir", CHECKPOINTS)]),
+    Workflow("ray-on-spark", "Databricks ML: Ray on Spark, setup_ray_cluster(max_worker_nodes=2) and a Ray Train "
+             "TorchTrainer with 2 workers, under spark-submit on local-cluster[2,2,2048]",
+             ["spark-submit", "--master", "local-cluster[2,2,2048]", *_example("ray_on_spark_mnist.py")],
+             writes_checkpoint=False),
     Workflow("lightning-trainrun", "PyTorch Lightning Trainer(strategy=\"ddp\", devices=2) under torchrun "
              "(`trainrun torch`)",
              ["trainrun", "torch", "--nproc-per-node", "2",

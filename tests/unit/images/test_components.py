@@ -15,7 +15,7 @@ from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, load_matrix
 from trainstack.image.sources import SourceOptions
 
 BUILD_ORDER = {
-    "cpu": ["venv", "frameworks", "horovod", "libraries", "deepspeed", "pyspark"],
+    "cpu": ["venv", "frameworks", "horovod", "libraries", "deepspeed", "pyspark", "ray"],
     "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "horovod", "libraries", "deepspeed", "pyspark"],
     "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "horovod", "libraries",
                  "pyspark"],

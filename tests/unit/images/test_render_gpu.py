@@ -228,6 +228,7 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
         "horovod-0.28.1-keras3.patch",
         "horovod-0.28.1-script-without-main-guard.patch", "horovod-0.28.1-spark-current-pyarrow.patch",
         "horovod-0.28.1-spark-keras-estimator.patch", *sorted([*pyspark, "pyspark-4.3.0-deepspeed-config-check.patch"]),
+        "ray-2.60.0-executor-sized-worker-nodes.patch",
     ]
 
 
