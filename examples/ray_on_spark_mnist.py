@@ -19,8 +19,6 @@ from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
 from ray.util.spark import setup_ray_cluster, shutdown_ray_cluster
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
 
 def train_loop_per_worker(config):
     import torch
@@ -67,7 +65,7 @@ def main():
     spark = SparkSession.builder.appName("ray-on-spark-mnist").getOrCreate()
     setup_ray_cluster(max_worker_nodes=2)
     try:
-        ray.init(runtime_env={"env_vars": {"PYTHONPATH": HERE}})
+        ray.init()
         worker_nodes = [{"cpus": node["Resources"].get("CPU", 0), "memory": node["Resources"]["memory"],
                          "object_store_memory": node["Resources"]["object_store_memory"]}
                         for node in ray.nodes() if node["Alive"] and node["Resources"].get("CPU", 0) > 0]

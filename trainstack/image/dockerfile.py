@@ -160,6 +160,9 @@ def runtime_env() -> dict[str, str]:
         "TORCH_EXTENSIONS_DIR": image_contract.TORCH_EXTENSIONS_DIR,
         # MLflow imports GitPython, which warns on every import that the image has no git executable.
         "GIT_PYTHON_REFRESH": "quiet",
+        # Ray on Spark's start hook: token authentication between driver, head and worker nodes, a token per cluster
+        # (read by setup_ray_cluster, in the flavors that hold Ray).
+        "RAY_ON_SPARK_START_HOOK": "trainrun.backends.spark.ray_start_hook.TrainstackStartHook",
     }
 
 

@@ -1,8 +1,8 @@
-"""Ray on Spark's worker nodes sized as their executors (trainrun.backends.spark.ray_worker_nodes): what the image's
-patch of setup_ray_cluster passes on for each size the user left unset."""
+"""What the images add to Ray on Spark (trainrun.backends.spark.ray_on_spark): the sizes the image's patch of
+setup_ray_cluster passes on for each one the user left unset, and the start hook's token authentication."""
 import pytest
 
-from trainrun.backends.spark.ray_worker_nodes import WorkerNodeSizes, executor_cores, sized
+from trainrun.backends.spark.ray_on_spark import WorkerNodeSizes, authentication_env, executor_cores, sized
 
 GiB = 1024 ** 3
 UNSET = WorkerNodeSizes(None, None, None, None)
@@ -43,3 +43,13 @@ def test_cpus_without_gpus_or_gpus_without_cpus_stay_for_ray_to_refuse(given):
 @pytest.mark.parametrize("master", ["local", "local[2]", "local[*]"])
 def test_local_mode_is_left_to_ray(master):
     assert sized(UNSET, master=master, conf={}, executor_memory_bytes=GiB, registered_cores=[]) == UNSET
+
+
+def test_every_process_of_a_ray_cluster_gets_token_mode_and_one_new_token():
+    assert authentication_env({}, new_token=lambda: "new") == {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "new"}
+    assert authentication_env({"RAY_AUTH_MODE": "TOKEN"}, new_token=lambda: "new")["RAY_AUTH_TOKEN"] == "new"
+
+
+def test_a_token_the_user_gave_is_kept_and_another_mode_leaves_authentication_to_ray():
+    assert authentication_env({"RAY_AUTH_TOKEN": "mine"})["RAY_AUTH_TOKEN"] == "mine"
+    assert authentication_env({"RAY_AUTH_MODE": "disabled", "RAY_AUTH_TOKEN": "mine"}) == {}

@@ -1,4 +1,5 @@
-"""Ray on Spark's worker nodes sized as the executors they run in.
+"""What the images add to Ray on Spark: worker nodes sized as the executors they run in, and one token for the
+processes of each Ray cluster.
 
 `ray.util.spark.setup_ray_cluster(max_worker_nodes=N)` starts each Ray worker node in one Spark task, and with no
 per-node sizes Ray sizes that node from the host its executor runs on: every core, the host's memory and nvidia-smi's
@@ -10,13 +11,25 @@ unset: the executor's cores and GPUs, and of its memory the share Ray gives a no
 split between heap and object store as Ray splits a host's (0.3 to the object store, which Ray still caps at its
 share of /dev/shm). Sizes the user passed are kept, as are Spark's `local[...]` mode (no stage scheduling, so Ray
 takes spark.task.cpus) and a call that sets only one of CPUs and GPUs (Ray refuses it, saying so).
+
+A Ray cluster with token authentication off runs the code of anyone who reaches its ports (ShadowRay,
+CVE-2023-48022), and Ray on Spark listens on every interface. Ray 2.60 turns token authentication on by itself only
+for a local `ray.init()` cluster, or when `~/.ray/auth_token` exists; then the head takes it and the worker nodes,
+started in executors where that file is not, do not, and setup fails with `InvalidAuthToken`. The images' start hook
+(ray_start_hook.py, which RAY_ON_SPARK_START_HOOK names) gives the driver, the head and every worker node the same
+`authentication_env`: token mode and a token made for the cluster, held in those processes' environments only, never
+in a file or a log. A RAY_AUTH_MODE the user set is kept (`disabled` turns authentication off), and so is a
+RAY_AUTH_TOKEN the user gave.
 """
 from __future__ import annotations
 
 import re
+import secrets
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+AUTH_MODE = "RAY_AUTH_MODE"
+AUTH_TOKEN = "RAY_AUTH_TOKEN"
 LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*]")
 # Ray on Spark's share of a host's memory for its nodes, and of a node's memory for its object store
 # (ray.util.spark.utils._RAY_ON_SPARK_NODE_MEMORY_BUFFER_OFFSET, ray_constants.DEFAULT_OBJECT_STORE_MEMORY_PROPORTION).
@@ -79,3 +92,10 @@ def executor_sized(spark_context: Any, given: WorkerNodeSizes) -> WorkerNodeSize
     return sized(given, master=spark_context.master, conf=dict(spark_context.getConf().getAll()),
                  executor_memory_bytes=scala_context.executorMemory() * 1024 * 1024,
                  registered_cores=registered_cores)
+
+
+def authentication_env(environ: Mapping[str, str], new_token=lambda: secrets.token_hex(32)) -> dict[str, str]:
+    """The variables every process of a Ray cluster gets: none where the user set another mode than token."""
+    if environ.get(AUTH_MODE, "token").lower() != "token":
+        return {}
+    return {AUTH_MODE: "token", AUTH_TOKEN: environ.get(AUTH_TOKEN) or new_token()}

@@ -1,0 +1,21 @@
+"""Ray on Spark in the image beyond the Databricks workflow row (test_workflows.py: worker nodes sized as their
+executors, a TorchTrainer that learns): the images' start hook (trainrun.backends.spark.ray_start_hook) turns token
+authentication on for driver, head and worker nodes alike, and a driver whose work fails without
+shutdown_ray_cluster() ends with its own error instead of waiting for Ray on Spark's threads."""
+import json
+import time
+
+import pytest
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def test_a_ray_cluster_on_spark_refuses_whoever_lacks_its_token_and_a_failed_driver_ends(in_image):
+    exit_code, output = in_image.run_status(["python", "/units/ray_on_spark_checks.py"], timeout=400)
+    ended_at = time.time()
+    checks = json.loads(next(line for line in output.splitlines() if line.startswith('{"without_token"')))
+    assert (checks["without_token"], checks["with_token"]) == (401, 200), checks
+    assert checks["client_exit"] != 0, checks
+    assert not checks["token_in_ray_logs"], checks
+    assert exit_code == 1 and "ValueError: the user's training failed" in output, output[-3000:]
+    assert ended_at - checks["failing_at"] < 60, checks
