@@ -45,6 +45,9 @@ def open_lab(start_lab) -> tuple[object, str, str]:
     return container, base, token
 
 
+# Long (2 minutes): CI shows a rank's line in Chromium while its cell runs (below), and every rank's output reaching
+# the cell that ran it headless (test_notebook_output.py).
+@pytest.mark.long
 def test_notebook_in_chromium_shows_every_ranks_output_in_the_trainrun_cell(browser_tools, start_lab):
     container, base, token = open_lab(start_lab)
     copy_into(container, NOTEBOOK, NOTEBOOK_DIR)

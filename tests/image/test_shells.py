@@ -21,6 +21,8 @@ def test_login_shell_of_su_keeps_the_images_environment(in_image):
                               "/tmp/spark/work"], output
 
 
+# Long: in CI, Spark's local-cluster runs as `trainer` under the Ray on Spark workflow row and its image test.
+@pytest.mark.long
 def test_torch_distributor_on_local_cluster_as_the_images_user(in_image):
     output = in_image.run(["python", "/opt/trainstack/examples/torch_distributor_mnist.py", "--master",
                            "local-cluster[2,1,1024]"], env=JOB_ENV, timeout=600)

@@ -18,12 +18,15 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # Trainer, Lightning's MLflow autologging; test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows
 # under TorchDistributor, with DeepSpeed, accelerate launch, PEFT, the Trainer's autologging and the distributors'
 # rank-0 logging run under --long, to keep a fresh machine's CI under the hour. So does DeepspeedTorchDistributor on
-# a local-cluster master (its local and script rows stay in CI).
+# a local-cluster master (its script row stays in CI). The distributors' local-mode rows and DeepSpeed's own launcher
+# run under --long too: in CI, test_distributors runs TorchDistributor(local_mode=True) and DeepspeedTorchDistributor,
+# and test_deepspeed_launch the `deepspeed` launcher on one node and across two containers.
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
                   "horovod-keras-legacy", "horovod-keras-mpirun", "lightning-distributor-local",
                   "lightning-distributor-local-cluster", "hf-trainer-distributor", "hf-trainer-deepspeed-trainrun",
                   "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
-                  "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster")
+                  "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster",
+                  "torch-distributor-local", "deepspeed-distributor-local", "deepspeed-zero3-launcher")
 
 # spark.executor.memory's default, which the Ray on Spark row leaves (its local-cluster workers offer 2 cores each).
 EXECUTOR_MEMORY = 1024 ** 3

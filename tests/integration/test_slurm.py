@@ -340,6 +340,9 @@ def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both
                  before)
 
 
+# Long: CI runs the pool of `trainrun spark-pool` with a notebook's Spark code (JupyterLab's test below) and the
+# quickstart's `trainrun spark` line.
+@pytest.mark.long
 def test_users_spark_code_runs_unchanged_on_the_pool_of_trainrun_spark_pool(cluster, work) -> None:
     """`trainrun spark-pool -- spark-submit app.py` inside salloc, where app.py is a user's code as written for any
     cluster (SparkSession.builder.getOrCreate(), no master): it runs on the pool, whose executors ran on both nodes."""
