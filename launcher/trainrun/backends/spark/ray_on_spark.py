@@ -3,8 +3,8 @@ processes of each Ray cluster.
 
 `ray.util.spark.setup_ray_cluster(max_worker_nodes=N)` starts each Ray worker node in one Spark task, and with no
 per-node sizes Ray sizes that node from the host its executor runs on: every core, the host's memory and nvidia-smi's
-GPUs. In containers that is the host, not the executor: two 2 GB executors of `local-cluster[2,2,2048]` on a 24 GB
-host each claimed 18 GB, and on `local-cluster[2,1,1024]` a task asking for the host's cores never fit an executor
+GPUs. In containers that is the host, not the executor: on `local-cluster[2,2,2048]`, whose workers have 2 GB, each
+Ray worker node claimed 18 GB of a 24 GB host, and on `local-cluster[2,1,1024]` a task asking for the host's cores never fit an executor
 ("Current spark cluster has no resources to launch Ray worker nodes"). The image's patch of Ray
 (images/patches/ray-2.60.0-executor-sized-worker-nodes.patch) asks `executor_sized` for whatever sizes the user left
 unset: the executor's cores and GPUs, and of its memory the share Ray gives a node of a host (Ray's own 0.8 buffer),
