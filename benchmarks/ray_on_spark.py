@@ -6,10 +6,10 @@ training loop).
 
 Raw: `ray start --head` with no CPUs, then two `ray start --address` worker nodes of 2 CPUs each, sized as Ray on
 Spark sizes an executor of `local-cluster[2,2,2048]` (its memory and object store), on the container's loopback. Ray
-on Spark: a SparkSession on `local-cluster[2,2,2048]` (its start timed apart), then `setup_ray_cluster(max_worker_nodes=2)`
-as Databricks' guide calls it. Each repeat runs both, alternating which goes first, so the machine's load falls on both
-alike. Writes a scratch file, or with --update-results benchmarks/results/ray_on_spark.json: each run's figures, the
-medians and their ratios (Ray on Spark over raw).
+on Spark: a SparkSession on `local-cluster[2,2,2048]` (its start timed apart), then
+`setup_ray_cluster(max_worker_nodes=2)` as Databricks' guide calls it. Each repeat runs both, alternating which goes
+first, so the machine's load falls on both alike. Writes a scratch file, or with --update-results
+benchmarks/results/ray_on_spark.json: each run's figures, the medians and their ratios (Ray on Spark over raw).
 """
 from __future__ import annotations
 

@@ -253,7 +253,8 @@ def _patch_problems(spec: Any, prefix: str) -> dict[str, str]:
 
 
 def component_patches(flavor: Flavor, component: str) -> list[str]:
-    """The matrix's `patch` of a component (horovod, pyspark, deepspeed, ray): one file name or a list of them, applied in order."""
+    """The matrix's `patch` of a component (horovod, pyspark, deepspeed, ray): one file name or a list of them,
+    applied in order."""
     patches = flavor.field(component, "patch") or []
     return [patches] if isinstance(patches, str) else list(patches)
 

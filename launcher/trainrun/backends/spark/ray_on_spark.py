@@ -4,8 +4,8 @@ processes of each Ray cluster.
 `ray.util.spark.setup_ray_cluster(max_worker_nodes=N)` starts each Ray worker node in one Spark task, and with no
 per-node sizes Ray sizes that node from the host its executor runs on: every core, the host's memory and nvidia-smi's
 GPUs. In containers that is the host, not the executor: on `local-cluster[2,2,2048]`, whose workers have 2 GB, each
-Ray worker node claimed 18 GB of a 24 GB host, and on `local-cluster[2,1,1024]` a task asking for the host's cores never fit an executor
-("Current spark cluster has no resources to launch Ray worker nodes"). The image's patch of Ray
+Ray worker node claimed 18 GB of a 24 GB host, and on `local-cluster[2,1,1024]` a task asking for the host's cores
+never fit an executor ("Current spark cluster has no resources to launch Ray worker nodes"). The image's patch of Ray
 (images/patches/ray-2.60.0-executor-sized-worker-nodes.patch) asks `executor_sized` for whatever sizes the user left
 unset: the executor's cores and GPUs, and of its memory the share Ray gives a node of a host (Ray's own 0.8 buffer),
 split between heap and object store as Ray splits a host's (0.3 to the object store, which Ray still caps at its
@@ -26,7 +26,7 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 AUTH_MODE = "RAY_AUTH_MODE"
 AUTH_TOKEN = "RAY_AUTH_TOKEN"
@@ -47,15 +47,16 @@ class WorkerNodeSizes:
     object_store_memory: int | None
 
 
-def executor_cores(conf: Mapping[str, str], master: str, registered_cores: list[int]) -> int | None:
+def executor_cores(conf: Mapping[str, str], master: str, registered_cores: Iterable[int]) -> int | None:
     """An executor's cores: spark.executor.cores, a local-cluster master's, or (a standalone executor takes all of its
-    worker's cores unless told) the fewest any registered executor has; None before any registered."""
+    worker's cores unless told) the fewest any registered executor has; None before any registered. The registered
+    executors are read only when the first two do not answer."""
     if "spark.executor.cores" in conf:
         return int(conf["spark.executor.cores"])
     local_cluster = LOCAL_CLUSTER.fullmatch(master.strip())
     if local_cluster:
         return int(local_cluster.group(2))
-    return min(registered_cores) if registered_cores else None
+    return min(registered_cores, default=None)
 
 
 def executor_gpus(conf: Mapping[str, str]) -> int:
@@ -64,7 +65,7 @@ def executor_gpus(conf: Mapping[str, str]) -> int:
 
 
 def sized(given: WorkerNodeSizes, *, master: str, conf: Mapping[str, str], executor_memory_bytes: int,
-          registered_cores: list[int]) -> WorkerNodeSizes:
+          registered_cores: Iterable[int]) -> WorkerNodeSizes:
     """`given` with what the user left unset taken from one executor (see the module's text)."""
     if master == "local" or master.startswith("local["):
         return given
@@ -86,12 +87,16 @@ def executor_sized(spark_context: Any, given: WorkerNodeSizes) -> WorkerNodeSize
     """`sized` with the facts of a running SparkContext: its conf, master, executor memory (as Spark parsed it) and
     the cores of the executors registered so far."""
     scala_context = spark_context._jsc.sc()
-    executors = scala_context.statusStore().executorList(True)
-    registered_cores = [executors.apply(index).totalCores() for index in range(executors.length())
-                        if executors.apply(index).id() != "driver"]
+
+    def registered_cores() -> Iterable[int]:
+        executors = scala_context.statusStore().executorList(True)
+        for summary in (executors.apply(index) for index in range(executors.length())):
+            if summary.id() != "driver":
+                yield summary.totalCores()
+
     return sized(given, master=spark_context.master, conf=dict(spark_context.getConf().getAll()),
                  executor_memory_bytes=scala_context.executorMemory() * 1024 * 1024,
-                 registered_cores=registered_cores)
+                 registered_cores=registered_cores())
 
 
 def authentication_env(environ: Mapping[str, str], new_token=lambda: secrets.token_hex(32)) -> dict[str, str]:
