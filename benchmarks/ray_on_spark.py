@@ -31,7 +31,7 @@ import json, subprocess, sys, tempfile, time
 import ray
 from ray.train import RunConfig, ScalingConfig
 from ray.train.torch import TorchTrainer
-from ray_on_spark_mnist import train_loop_per_worker
+from ray_train_mnist import train_loop_per_worker
 
 HEAP, OBJECT_STORE = 601295422, 257698037  # what Ray on Spark gives a worker node of a 1 GiB executor
 

@@ -19,7 +19,7 @@ from .plan import DEFAULT_EXIT_BARRIER_TIMEOUT, RunOptions
 from .validate import timeout
 
 if TYPE_CHECKING:
-    from .job import MpiJob, SparkJob, SparkPoolJob, TorchJob
+    from .job import MpiJob, RayJob, SparkJob, SparkPoolJob, TorchJob
 
 EXAMPLES = """examples:
   trainrun mpi -np 2 python train.py                      # the mpirun line horovodrun builds
@@ -28,6 +28,7 @@ EXAMPLES = """examples:
   trainrun torch --nproc-per-node 2 train.py --lr 0.1     # torch.distributed.run
   trainrun spark --num-processes 2 --template local-pool train.py   # a Spark barrier stage
   trainrun spark-pool --template local-pool -- python train.py   # in salloc/sbatch: a Spark pool for one command
+  trainrun ray python driver.py                           # a Ray cluster here (or in salloc/sbatch) for a driver
   trainrun mpi -np 2 --dry-run --json python train.py     # the plan, nothing started
   trainrun doctor                                         # preflight checks
   trainrun selftest                                       # GPUs, allreduce sweeps and torch.compile, measured
@@ -35,8 +36,8 @@ EXAMPLES = """examples:
 # The module of each subcommand, which adds its parser (add_parser(subparsers)); `trainrun --help` lists them in
 # this order.
 SUBCOMMANDS = {"mpi": "trainrun.backends.mpi", "torch": "trainrun.backends.torch", "spark": "trainrun.backends.spark",
-               "spark-pool": "trainrun.backends.spark.pool_job", "doctor": "trainrun.doctor",
-               "selftest": "trainrun.selftest"}
+               "spark-pool": "trainrun.backends.spark.pool_job", "ray": "trainrun.backends.ray",
+               "doctor": "trainrun.doctor", "selftest": "trainrun.selftest"}
 
 # The other launchers' spellings of an option, and the one each backend takes instead.
 OTHER_SPELLINGS = {
@@ -139,7 +140,7 @@ def add_job_options(parser: argparse.ArgumentParser, launcher: str) -> None:
                         help=f"what every rank runs, with its arguments (a `--` before it is optional); {launcher}")
 
 
-def job_from_args(args: argparse.Namespace) -> "MpiJob | TorchJob | SparkJob | SparkPoolJob":
+def job_from_args(args: argparse.Namespace) -> "MpiJob | TorchJob | SparkJob | SparkPoolJob | RayJob":
     """The job a backend's parsed options describe: the options every backend takes are read here, the backend's
     own by the job_from_args its parser names (args.make_job)."""
     if args.json and not args.dry_run:
@@ -182,7 +183,7 @@ class TrainrunParser(argparse.ArgumentParser):
         return self._subparsers is None
 
     def _backends(self) -> dict[str, "TrainrunParser"]:
-        """The subcommands' parsers by name: mpi, torch, spark, spark-pool, doctor, selftest."""
+        """The subcommands' parsers by name: mpi, torch, spark, spark-pool, ray, doctor, selftest."""
         return next(a for a in self._actions if isinstance(a, argparse._SubParsersAction)).choices
 
     def _backend_parser(self, name: str) -> "TrainrunParser":

@@ -1,5 +1,5 @@
-"""`trainrun mpi|torch|spark|doctor|selftest`: parse options into a job (trainrun.arguments), plan it, then print
-(trainrun.messages) or run the plan. The `%%trainrun` magic (trainrun.notebook) parses, plans and prints with the
+"""`trainrun mpi|torch|spark|spark-pool|ray|doctor|selftest`: parse options into a job (trainrun.arguments), plan it,
+then print (trainrun.messages) or run the plan. The `%%trainrun` magic (trainrun.notebook) parses, plans and prints with the
 same functions."""
 from __future__ import annotations
 

@@ -86,3 +86,18 @@ class SparkPoolJob:
     container_runtime: str | None = None  # master, workers and command in the image (trainrun.containers)
     container_image: str | None = None
     run: RunOptions = RunOptions()
+
+
+@dataclass(frozen=True, kw_only=True)
+class RayJob:
+    """`trainrun ray`: a Ray cluster where the job runs (this host, a Slurm allocation, a Spark pool) for one driver,
+    which runs with RAY_ADDRESS naming its head."""
+
+    command: tuple[str, ...]
+    program: Program  # the driver, checked here before anything starts
+    num_cpus: int | None = None  # what each node offers Ray (None: what the engine gives the node)
+    num_gpus: int | None = None
+    include_dashboard: bool = False
+    master: str | None = None  # Ray on Spark on this Spark master
+    max_worker_nodes: int | None = None  # Ray on Spark's worker nodes (None: one per executor slot)
+    run: RunOptions = RunOptions()

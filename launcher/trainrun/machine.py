@@ -25,6 +25,7 @@ class Machine:
     has_torch: bool = True
     has_pyspark: bool = True
     has_java: bool = True
+    has_ray: bool = True
     horovodrun: str | None = "horovodrun"
     spark_home: str | None = None
     gpu_count: int = 0
@@ -121,7 +122,7 @@ def host_names() -> tuple[str, ...]:
 
 def detect_machine(backend: str) -> Machine:
     """Probe only what `backend` needs, so a launch stays cheap."""
-    spark = backend in ("spark", "spark-pool")
+    spark = backend in ("spark", "spark-pool", "ray")
     return Machine(
         is_root=os.geteuid() == 0,
         cpu_count=os.cpu_count() or 1,
@@ -132,12 +133,13 @@ def detect_machine(backend: str) -> Machine:
         has_torch=importlib.util.find_spec("torch") is not None,
         has_pyspark=spark and importlib.util.find_spec("pyspark") is not None,
         has_java=spark and (shutil.which("java") is not None or bool(os.environ.get("JAVA_HOME"))),
+        has_ray=backend == "ray" and importlib.util.find_spec("ray") is not None,
         horovodrun=shutil.which("horovodrun"),
         spark_home=_spark_home() if spark else None,
         gpu_count=gpu_count() if backend in ("spark", "torch") else 0,
         local_names=host_names() if backend in ("mpi", "horovod") else (),
         interfaces=tuple(name for _, name in socket.if_nameindex()) if backend in ("mpi", "horovod") else (),
-        slurm=current(os.environ).allocation if backend in ("mpi", "torch", "spark", "spark-pool") else None,
+        slurm=current(os.environ).allocation if backend in ("mpi", "torch", "spark", "spark-pool", "ray") else None,
         cwd=os.getcwd(),
     )
 

@@ -154,11 +154,37 @@ def one_host_accuracy():
 
 
 HOST_LINES = [line for line in slurm_pages.batch_lines()
-              if line.runtime == "host" and line.script.startswith("trainrun-")]
+              if line.runtime == "host" and line.script.startswith("trainrun-") and line.script != "trainrun-ray"]
 
 
 def test_the_quickstart_shows_the_host_route_of_the_trainrun_scripts() -> None:
     assert sorted(line.script for line in HOST_LINES) == ["trainrun-mpi", "trainrun-spark", "trainrun-torch"]
+    assert [line.script for line in slurm_pages.batch_lines() if line.script == "trainrun-ray"] == ["trainrun-ray"]
+
+
+def test_the_quickstarts_ray_line_trains_across_both_nodes_and_leaves_no_ray_process(cluster) -> None:
+    """The Ray line as pasted, from a checkout's examples/ folder on the nodes' own Python: trainrun ray starts a head
+    on n1 and a worker node on n2, Ray Train's two workers run one on each node and learn, and once the job has left
+    the queue no Ray process is left on either node."""
+    (line,) = [line.command for line in slurm_pages.batch_lines() if line.script == "trainrun-ray"]
+    examples = slurm_pages.checkout_copy(cluster)
+    output = slurm_pages.run_line(line, examples, slurm_pages.job_env(cluster), timeout=300)
+    got = slurm_pages.summary(output)
+    assert got["ranks"] == 2 and len(set(got["rank_nodes"])) == 2 and got["accuracy"] > 0.9, output
+    assert [node["cpus"] for node in got["ray_nodes"]] == [1.0, 1.0], output
+    assert "2 nodes up (n1, n2)" in output and "exit code 0" in output, output
+    assert not ray_processes_after(10), "Ray processes left"
+
+
+def ray_processes_after(seconds: float) -> list[str]:
+    """The Ray processes still running after up to `seconds` (a stopped node's last processes are reaped shortly)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        left = subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray.util.client.server|ray start"],
+                              capture_output=True, text=True).stdout.splitlines()
+        if not left or time.monotonic() > deadline:
+            return left
+        time.sleep(0.5)
 
 
 @pytest.mark.parametrize("line", HOST_LINES, ids=[line.name for line in HOST_LINES])

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from ..errors import UsageError
-from ..job import MpiJob, SparkJob, SparkPoolJob, TorchJob
+from ..job import MpiJob, RayJob, SparkJob, SparkPoolJob, TorchJob
 from ..machine import Machine
 from ..plan import Plan
 from .mpi import HorovodGlooPlanner, MpiPlanner
@@ -10,7 +10,7 @@ from .srun import SrunMpiPlanner, SrunTorchPlanner, starts_through_srun
 from .torch import TorchPlanner
 
 
-def plan_job(job: MpiJob | TorchJob | SparkJob | SparkPoolJob, machine: Machine) -> Plan:
+def plan_job(job: MpiJob | TorchJob | SparkJob | SparkPoolJob | RayJob, machine: Machine) -> Plan:
     if isinstance(job, (MpiJob, TorchJob)) and starts_through_srun(job, machine):
         return (SrunMpiPlanner() if isinstance(job, MpiJob) else SrunTorchPlanner()).plan(job, machine)
     if isinstance(job, (MpiJob, TorchJob)) and job.container_runtime not in (None, "host"):
@@ -21,6 +21,10 @@ def plan_job(job: MpiJob | TorchJob | SparkJob | SparkPoolJob, machine: Machine)
         return (HorovodGlooPlanner() if job.gloo else MpiPlanner()).plan(job, machine)
     if isinstance(job, TorchJob):
         return TorchPlanner().plan(job, machine)
+    if isinstance(job, RayJob):
+        from .ray import RayPlanner
+
+        return RayPlanner().plan(job, machine)
     if isinstance(job, SparkPoolJob):
         from .spark.pool_job import SparkPoolPlanner
 

@@ -56,6 +56,12 @@ USAGE_CASES = {
                               "spark://HOST:PORT[,HOST:PORT...], yarn or k8s://https://HOST:PORT"),
     "standalone master without port": (["spark", "-np", "2", "--master", "spark://head", "t.py"], "--master",
                                        "spark://HOST:PORT"),
+    "ray on kubernetes": (["ray", "--master", "k8s://https://api:6443", "python", "t.py"], "--master",
+                          "spark://HOST:PORT, local-cluster[N,C,M], local[N] or yarn"),
+    "ray worker nodes without spark": (["ray", "--max-worker-nodes", "2", "python", "t.py"], "--max-worker-nodes",
+                                       "together with --master URL, or inside trainrun spark-pool"),
+    "ray dashboard not a bool": (["ray", "--include-dashboard", "maybe", "python", "t.py"], "--include-dashboard",
+                                 "true or false"),
     "host with a space for slots": (["mpi", "-np", "2", "-H", "localhost 2", "python", "t.py"], "-H",
                                     "host:slots[,host:slots...]"),
     "host with a semicolon for a colon": (["mpi", "-np", "2", "-H", "localhost;2", "python", "t.py"], "-H",
@@ -91,6 +97,8 @@ def test_usage_error_names_option_value_and_valid(case: str, plan_for) -> None:
     (["torch", "--nproc-per-node", "2", "--", "t.py"], {"has_torch": False}, "pip install torch"),
     (["spark", "--num-processes", "2", "--", "t.py"], {"has_pyspark": False}, "pip install pyspark"),
     (["spark", "--num-processes", "2", "--", "t.py"], {"has_java": False}, "openjdk-17-jre-headless"),
+    (["ray", "python", "t.py"], {"has_ray": False}, r"pip install 'ray\[default,train\]'"),
+    (["ray", "--master", "local-cluster[2,1,1024]", "python", "t.py"], {"has_pyspark": False}, "pip install pyspark"),
 ])
 def test_missing_backend_says_what_to_install(argv, machine_change, install, plan_for) -> None:
     with pytest.raises(MissingBackend, match=install):
@@ -135,10 +143,10 @@ ARGUMENT_CASES = {
                                       "option = '--nproc-per-node': is not an option of trainrun spark; "
                                       "did you mean --num-processes?"),
     "no backend": (["-np", "2", "python", "t.py"],
-                   "backend = '': is missing before -np (valid: mpi, torch, spark, spark-pool, doctor, selftest, e.g. trainrun "
+                   "backend = '': is missing before -np (valid: mpi, torch, spark, spark-pool, ray, doctor, selftest, e.g. trainrun "
                    "mpi -np 2 python train.py)"),
     "misspelled backend": (["mpy", "-np", "2", "python", "t.py"], "backend = 'mpy': is not a backend; did you mean mpi?"),
-    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, spark-pool, doctor, selftest"),
+    "nothing at all": ([], "backend = '': is missing (valid: mpi, torch, spark, spark-pool, ray, doctor, selftest"),
     "an option selftest lacks": (["selftest", "--ranks", "0"],
                                  "option = '--ranks': is not an option of trainrun selftest "
                                  "(valid: the options `trainrun selftest --help` lists)"),

@@ -86,6 +86,16 @@ CASES = {
     # Inside the pool's command: MASTER names the pool, and trainrun spark starts none of its own.
     "spark_on_the_pool_of_master": (["spark", "-np", "2", "train.py"],
                                     {"slurm": ALLOCATION, "environ": {"MASTER": "spark://n1:7077"}}),
+    # trainrun ray: a head here; in an allocation a head on the first node and a worker node on the others; Ray on
+    # Spark on a master, or on the pool of trainrun spark-pool around the command.
+    "ray_on_this_host": (["ray", "--", "python", "driver.py"], {}),
+    "ray_sizes_without_dashboard": (["ray", "--num-cpus", "4", "--num-gpus", "2", "--include-dashboard", "false",
+                                     "python", "driver.py"], {}),
+    "ray_in_allocation": (["ray", "--num-cpus", "1", "python", "driver.py"], {"slurm": ALLOCATION}),
+    "ray_on_spark_master": (["ray", "--master", "spark://head:7077", "--max-worker-nodes", "2", "python",
+                             "driver.py"], {}),
+    "ray_on_the_pool_of_spark_pool": (["ray", "python", "driver.py"],
+                                      {"slurm": ALLOCATION, "environ": {"TRAINSTACK_POOL_MASTER": "spark://n1:7077"}}),
     # The image on every task (trainrun.containers), from the working folder /home/alice/mnist.
     "mpi_srun_podman_as_root": (["mpi", "-np", "4", "--container-runtime", "podman", "--container-image",
                                  "ghcr.io/trainstack/trainstack:cpu", "python", "train.py"],

@@ -1,0 +1,194 @@
+"""The process of a `trainrun ray` job: a Ray cluster where the job is, the driver run against it, then the cluster
+stopped, however the driver ends (the plan's argv runs this module's main).
+
+    python -m trainrun.backends.ray.cluster local --port P [--num-cpus C] [--num-gpus G] [--no-dashboard] -- DRIVER...
+    python -m trainrun.backends.ray.cluster slurm --nodes n1,n2 --port P [...] -- DRIVER...
+    python -m trainrun.backends.ray.cluster spark [--max-worker-nodes N] [--no-dashboard] -- DRIVER...
+
+- local: a head node on this host (trainrun.backends.ray.node), with its CPUs and GPUs.
+- slurm: inside salloc or sbatch, as Ray's Slurm guide does it: the head on the allocation's first node (where the
+  batch script runs) and a worker node on each other node, each an srun step; each node offers what Slurm gave the
+  job there.
+- spark: Ray on Spark (`ray.util.spark.setup_ray_cluster`) on the Spark master the job names, or on the pool of
+  `trainrun spark-pool`, with the images' sizes and start hook (trainrun.backends.spark.ray_on_spark).
+
+The driver runs with RAY_ADDRESS naming the head, so that its `ray.init()` connects to the cluster: in this shell,
+or in Slurm as a step on the head's node.
+Every process of the cluster and the driver get token authentication, with a token made for the job
+(trainrun.backends.spark.ray_on_spark.authentication_env), in their environments only: no command line, file or log
+holds it. The head's dashboard (Ray Train's controller asks its state API) is bound to localhost, except Ray on
+Spark's, which Ray binds to every interface of the driver's host, behind the token; `--include-dashboard false`
+turns it off.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Sequence
+
+from ...engines.slurm import srun_head
+from ...proctree import terminate
+from ..spark.ray_on_spark import authentication_env
+from .layout import CLUSTER_MODULE, RayCluster
+from .node import STOP_SECONDS, STOP_SIGNAL, UP_LINE, head_argv, worker_argv
+
+UP_SECONDS = 120.0
+CLUSTER_LOST = 1  # the exit code of a driver whose cluster's nodes ended under it
+HEAD = "the head"
+WORKERS = "the worker nodes' srun"
+
+
+class _NodesUp:
+    """The nodes that say they are up (node.UP_LINE) on the node processes' output, each with its address; their other
+    lines are passed on."""
+
+    def __init__(self) -> None:
+        self.hosts: list[str] = []
+        self.addresses: dict[str, str] = {}  # the first node each process started: its address
+        self._changed = threading.Condition()
+
+    def follow(self, name: str, process: subprocess.Popen) -> None:
+        def read() -> None:
+            for line in process.stdout or ():
+                if line.startswith(UP_LINE):
+                    host, _, address = line[len(UP_LINE):].strip().partition(" ")
+                    with self._changed:
+                        self.hosts.append(host)
+                        self.addresses.setdefault(name, address)
+                        self._changed.notify_all()
+                else:
+                    sys.stdout.write(line)
+        threading.Thread(target=read, daemon=True).start()
+
+    def wait(self, count: int, timeout: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: len(self.hosts) >= count, timeout)
+
+
+def run_cluster(cluster: RayCluster, command: Sequence[str]) -> int:
+    """Starts the head, then the worker nodes with the head's address as Ray chose it (Ray takes a routable one for
+    localhost, and a node's processes know the head by it), runs the driver once every node is up, stops the nodes;
+    the driver's exit code."""
+    env = {**os.environ, **authentication_env(os.environ)}
+    nodes = _NodesUp()
+    started: dict[str, subprocess.Popen] = {}
+    driver: subprocess.Popen | None = None
+    pipes = {"env": env, "stdout": subprocess.PIPE, "text": True}
+    python = sys.executable
+    on_head = srun_head(1, 1, None, label=False, nodelist=cluster.nodes[0], overlap=True) \
+        if cluster.engine == "slurm" else []
+    try:
+        started[HEAD] = subprocess.Popen(
+            [*on_head, *head_argv(python, cluster.port, cluster.num_cpus, cluster.num_gpus, cluster.include_dashboard)],
+            **pipes)
+        nodes.follow(HEAD, started[HEAD])
+        _wait_until_up(cluster, nodes, 1, started)
+        head = f"{nodes.addresses[HEAD] or cluster.head_host}:{cluster.port}"
+        workers = len(cluster.nodes) - 1
+        if workers > 0:
+            started[WORKERS] = subprocess.Popen(
+                [*srun_head(workers, workers, 1, label=False, overlap=True), "--exclude", cluster.nodes[0],
+                 *worker_argv(python, head, cluster.num_cpus, cluster.num_gpus)], **pipes)
+            nodes.follow(WORKERS, started[WORKERS])
+            _wait_until_up(cluster, nodes, len(cluster.nodes), started)
+        print(f"trainrun: Ray cluster {head}: {len(nodes.hosts)} node{'s' if len(nodes.hosts) > 1 else ''} up "
+              f"({', '.join(nodes.hosts)})", file=sys.stderr, flush=True)
+        # A Ray driver connects through its own node's raylet: in Slurm, a step on the head's node (salloc's shell
+        # may run on a login node, and a node's /tmp, where the raylet's socket is, may be the job's own).
+        driver = subprocess.Popen([*on_head, *command], env={**env, "RAY_ADDRESS": head})
+        return _wait_for_driver(driver, list(started.values()))
+    finally:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if driver is not None and driver.poll() is None:
+            terminate([driver.pid], STOP_SECONDS)
+        _stop_nodes(list(started.values()))
+        terminate([process.pid for process in started.values() if process.poll() is None], STOP_SECONDS)
+
+
+def _wait_until_up(cluster: RayCluster, nodes: _NodesUp, count: int, started: dict[str, subprocess.Popen]) -> None:
+    deadline = time.monotonic() + UP_SECONDS
+    while not nodes.wait(count, 0.5):
+        ended = [f"{name} exited with code {process.returncode}" for name, process in started.items()
+                 if process.poll() is not None]
+        if ended or time.monotonic() > deadline:
+            why = ended[0] if ended else f"{count - len(nodes.hosts)} of {count} nodes not up within {UP_SECONDS:g} s"
+            raise SystemExit(f"trainrun: the Ray cluster on {', '.join(cluster.nodes) or 'this host'} did not start: "
+                             f"{why}")
+
+
+def _wait_for_driver(driver: subprocess.Popen, nodes: list[subprocess.Popen]) -> int:
+    """The driver's exit code; CLUSTER_LOST where a node process ends first (a node lost, a worker node killed),
+    since the driver's cluster is then gone."""
+    while True:
+        try:
+            return driver.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            ended = next((process for process in nodes if process.poll() is not None), None)
+            if ended is not None:
+                print(f"trainrun: a node of the Ray cluster ended while the driver ran (exit code "
+                      f"{ended.returncode}: a node lost or killed); the driver is stopped", file=sys.stderr, flush=True)
+                return CLUSTER_LOST
+
+
+def _stop_nodes(nodes: list[subprocess.Popen]) -> None:
+    """STOP_SIGNAL to each node process (srun forwards it to its tasks): each stops its `ray start`, which ends Ray's
+    processes on the node."""
+    running = [process for process in nodes if process.poll() is None]
+    for process in running:
+        process.send_signal(STOP_SIGNAL)
+    for process in running:
+        try:
+            process.wait(STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            pass
+
+
+def run_on_spark(cluster: RayCluster, command: Sequence[str]) -> int:
+    """Ray on Spark on the session's master (spark.master, MASTER, or SPARK_CONF_DIR's), the driver run against it,
+    then the Ray cluster shut down and the session stopped."""
+    from pyspark.sql import SparkSession
+    from ray.util.spark import MAX_NUM_WORKER_NODES, setup_ray_cluster, shutdown_ray_cluster
+
+    spark = SparkSession.builder.appName("trainrun ray").getOrCreate()
+    try:
+        address, _ = setup_ray_cluster(
+            max_worker_nodes=MAX_NUM_WORKER_NODES if cluster.max_worker_nodes is None else cluster.max_worker_nodes,
+            head_node_options={"include_dashboard": cluster.include_dashboard})
+        try:
+            print(f"trainrun: Ray on Spark {address} on {spark.sparkContext.master}", file=sys.stderr, flush=True)
+            # setup_ray_cluster and the images' start hook put RAY_ADDRESS and the token in this environment.
+            return subprocess.call(list(command), env={**os.environ, "RAY_ADDRESS": address})
+        finally:
+            shutdown_ray_cluster()
+    finally:
+        spark.stop()
+
+
+def _terminated(signum: int, frame) -> None:
+    raise SystemExit(128 + signum)
+
+
+def main(argv: Sequence[str]) -> int:
+    parser = argparse.ArgumentParser(prog=f"python -m {CLUSTER_MODULE}")
+    parser.add_argument("engine", choices=("local", "slurm", "spark"))
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--nodes", default="")
+    parser.add_argument("--num-cpus", type=int)
+    parser.add_argument("--num-gpus", type=int)
+    parser.add_argument("--max-worker-nodes", type=int)
+    parser.add_argument("--no-dashboard", action="store_true")
+    split = list(argv).index("--") if "--" in argv else len(argv)
+    args, command = parser.parse_args(argv[:split]), list(argv[split + 1:])
+    cluster = RayCluster(args.engine, args.port, tuple(filter(None, args.nodes.split(","))), args.num_cpus,
+                         args.num_gpus, not args.no_dashboard, args.max_worker_nodes)
+    signal.signal(signal.SIGTERM, _terminated)
+    return run_on_spark(cluster, command) if cluster.engine == "spark" else run_cluster(cluster, command)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
