@@ -1,16 +1,25 @@
 """The images' Ray on Spark start hook, which RAY_ON_SPARK_START_HOOK names in every image: the driver, the head and
-every worker node get the same token authentication (ray_on_spark.authentication_env says why), and a driver that
-ends without `shutdown_ray_cluster()`, its work done or failed, shuts the Ray cluster down instead of waiting forever
-for Ray on Spark's threads (its job server, a Spark job for each worker node), which are not daemon threads.
+every worker node get the same token authentication (ray_on_spark.authentication_env says why); the nodes get the
+interface of the driver's default route for Gloo and NCCL (torch otherwise takes the address the host name resolves
+to, often loopback: Databricks' own hook sets GLOO_SOCKET_IFNAME for it) unless the user set them; a /dev/shm too
+small for the object store is named in one line; and a driver that ends without `shutdown_ray_cluster()`, its work
+done or failed, shuts the Ray cluster down instead of waiting forever for Ray on Spark's threads (its job server, a
+Spark job for each worker node), which are not daemon threads.
 
 It has the methods Ray 2.60 calls on a start hook (ray.util.spark.start_hook_base.RayOnSparkStartHook's) rather than
 that base class, so that trainrun imports without Ray (the image test runs it under the matrix's Ray)."""
 from __future__ import annotations
 
 import os
+import socket
+import sys
 import threading
 
+from ...machine import default_route_interface
+from ..ray.node import small_shm_line
 from .ray_on_spark import authentication_env
+
+SOCKET_INTERFACES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 class TrainstackStartHook:
@@ -28,7 +37,9 @@ class TrainstackStartHook:
             Config.initialize("")
 
     def custom_environment_variables(self) -> dict[str, str]:
-        return dict(self._env)
+        interface = default_route_interface()
+        chosen = {name: interface for name in SOCKET_INTERFACES if interface and name not in os.environ}
+        return {**self._env, **chosen}
 
     def get_default_temp_root_dir(self) -> str:
         return "/tmp"
@@ -37,6 +48,9 @@ class TrainstackStartHook:
         pass
 
     def on_cluster_created(self, ray_cluster_handler) -> None:
+        shm_line = small_shm_line(socket.gethostname())
+        if shm_line:
+            print(f"trainstack: warning: {shm_line}", file=sys.stderr, flush=True)
         # Python runs these at exit before it joins the threads that are not daemons (concurrent.futures' way);
         # a shutdown the user already made is not made again.
         threading._register_atexit(ray_cluster_handler.shutdown)
