@@ -41,3 +41,4 @@ class Facts:
     # (None: unlimited).
     srun_mpi_plugins: tuple[str, ...] | None = None
     memlock_bytes: int | None = None
+    ray_token_file: bool = False  # ~/.ray/auth_token exists (engines/ray.py)

@@ -21,10 +21,11 @@ from .compile_cache import compiler_caches, noexec_mount, noexec_problem
 from .image_contract import MANIFEST_PATH
 from .machine import default_route_interface, detect_mpi_flavor, gpu_count
 from .checks import Check, Facts
+from .engines.ray import ray_checks, token_file_exists
 from .engines.slurm import slurm_checks
 
 FRAMEWORKS = ("torch", "tensorflow", "tensorflow-cpu", "horovod")
-REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "mpi4py", "cloudpickle", "psutil")
+REPORTED_PACKAGES = (*FRAMEWORKS, "keras", "tf_keras", "pyspark", "ray", "mpi4py", "cloudpickle", "psutil")
 # TensorFlow >= 2.16 makes tf.keras Keras 2 (the tf_keras package) only for these values.
 LEGACY_KERAS_VALUES = ("true", "True", "1")
 SHM_NEEDED = 1 << 30  # DataLoader workers and NCCL's shared-memory transport want far more than Docker's 64 MiB
@@ -178,7 +179,7 @@ def shm_checks(facts: Facts) -> list[Check]:
     hint = "run the container with --shm-size=8g or --ipc=host"
     # NCCL's shared-memory transport fails outright when it runs out; DataLoader workers only on big batches.
     status = "fail" if facts.gpu_count > 1 else "warn"
-    return [Check("/dev/shm", status, f"{size}: too small for DataLoader workers and NCCL", hint)]
+    return [Check("/dev/shm", status, f"{size}: too small for DataLoader workers, NCCL and Ray's object store", hint)]
 
 
 def tool_checks(facts: Facts) -> list[Check]:
@@ -237,7 +238,7 @@ def single_copy_checks(facts: Facts) -> list[Check]:
 def run_checks(facts: Facts) -> list[Check]:
     return [*manifest_checks(facts), *package_checks(facts), *keras_checks(facts), *cuda_checks(facts),
             *network_checks(facts), *shm_checks(facts), *tool_checks(facts), *single_copy_checks(facts),
-            *compile_checks(facts), *slurm_checks(facts)]
+            *compile_checks(facts), *slurm_checks(facts), *ray_checks(facts)]
 
 
 def _installed(name: str) -> str | None:
@@ -343,7 +344,8 @@ def collect_facts(environ: Mapping[str, str]) -> Facts:
                  compile_caches=tuple((variable, directory, noexec_mount(directory))
                                       for variable, directory in compiler_caches(environ)),
                  single_copy=single_copy, cma_refused=cma.refused() if single_copy else None,
-                 srun_mpi_plugins=_srun_mpi_plugins(), memlock_bytes=_memlock_bytes())
+                 srun_mpi_plugins=_srun_mpi_plugins(), memlock_bytes=_memlock_bytes(),
+                 ray_token_file=token_file_exists())
 
 
 def format_checks(checks: list[Check]) -> str:

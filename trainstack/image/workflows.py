@@ -92,6 +92,9 @@ WORKFLOWS = [
              "TorchTrainer with 2 workers, under spark-submit on local-cluster[2,2,2048]",
              ["spark-submit", "--master", "local-cluster[2,2,2048]", *_example("ray_on_spark_mnist.py")],
              writes_checkpoint=False),
+    Workflow("ray-train-trainrun", "Ray Train's TorchTrainer with 2 workers, its driver's `ray.init()` on the Ray "
+             "cluster `trainrun ray` starts (a head node in the container, token-authenticated)",
+             ["trainrun", "ray", "python", *_example("ray_train_mnist.py")], writes_checkpoint=False),
     Workflow("lightning-trainrun", "PyTorch Lightning Trainer(strategy=\"ddp\", devices=2) under torchrun "
              "(`trainrun torch`)",
              ["trainrun", "torch", "--nproc-per-node", "2",

@@ -1,4 +1,5 @@
-"""`trainrun selftest`: one command that checks and measures a machine's GPUs, collectives and torch.compile.
+"""`trainrun selftest`: one command that checks and measures a machine's GPUs, collectives, torch.compile and Ray
+Train.
 
 driver.py runs the jobs through trainrun's planners and runner, worker.py is what their ranks run, report.py
 judges the records the ranks print, sizes.py parses --sizes. This module only registers the subcommand, so
@@ -19,7 +20,9 @@ Checks and measures this machine in one command; exit code 1 names every wrong r
   - an allreduce sweep through torch.distributed, Horovod with torch and Horovod with TensorFlow (those
     installed) over NCCL on all local GPUs, or Gloo and MPI on {CPU_RANKS} CPU ranks, each sum checked element
     by element; it reports the time, algbw (bytes/time) and busbw = algbw x 2(n-1)/n, as nccl-tests does;
-  - one training step of a torch.compile'd model, compared with eager mode.
+  - one training step of a torch.compile'd model, compared with eager mode;
+  - where Ray is installed, Ray Train's TorchTrainer with 2 workers on a cluster of trainrun ray, its
+    allreduce checked.
 With -H or --hostfile, the same on those hosts, over mpirun and ssh as `trainrun mpi -H` starts ranks.
 When an NCCL sweep fails, it prints `trainrun doctor`'s hints for NCCL."""
 

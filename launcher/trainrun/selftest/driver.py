@@ -16,7 +16,7 @@ from typing import Any, BinaryIO, Callable, Iterator
 from ..backends import plan_job
 from ..doctor import Check, collect_facts, run_checks
 from ..errors import JobFailed
-from ..job import MpiJob, TorchJob
+from ..job import MpiJob, RayJob, TorchJob
 from ..machine import Machine, detect_machine
 from ..plan import Plan, RunOptions
 from ..program import Program
@@ -32,6 +32,7 @@ from .report import (
     compile_checks,
     device_checks,
     nccl_hints,
+    ray_train_checks,
     records,
     sweep_from_records,
 )
@@ -103,6 +104,12 @@ class Selftest:
         return plan_job(MpiJob(num_processes=ranks, program=program, gloo=machine.mpi_flavor is None, run=run),
                         machine)
 
+    def ray_plan(self, device: str) -> Plan:
+        """The Ray Train check's driver under trainrun ray: a cluster where the selftest runs."""
+        command = (sys.executable, "-m", WORKER, "ray-train", device)
+        return plan_job(RayJob(command=command, program=Program("module", WORKER, command[3:]),
+                               run=RunOptions(timeout=self.timeout)), self.detect("ray"))
+
     def run_job(self, label: str, plan: Plan) -> tuple[list[dict[str, Any]], str | None]:
         """Runs the plan with its output captured; the records its ranks printed, and why the job failed."""
         print(f"selftest: {label} ({plan.ranks} rank{'s' if plan.ranks != 1 else ''} of {plan.backend})",
@@ -151,6 +158,9 @@ class Selftest:
             found, error = self.run_job(f"allreduce through {SUITE_TITLES[suite]}", self.plan(
                 ("allreduce", suite, device, sizes_arg), ranks))
             report.sweeps.append(sweep_from_records(suite, ranks, report.sizes, found, transport, error))
+        if not self.hosts and probes and "ray" in probes[0]["frameworks"]:
+            found, error = self.run_job("Ray Train on a cluster of trainrun ray", self.ray_plan(device))
+            report.checks += ray_train_checks(found) if found else [Check("ray-train", "fail", str(error))]
         if report.gpu and any(sweep.check().status == "fail" for sweep in report.sweeps):
             report.hints = nccl_hints(run_checks(collect_facts(os.environ)))
         return report

@@ -155,6 +155,22 @@ def compile_checks(found: list[dict[str, Any]]) -> list[Check]:
     return checks
 
 
+def ray_train_checks(found: list[dict[str, Any]]) -> list[Check]:
+    """Ray Train's TorchTrainer on the cluster trainrun ray started: its workers' sum, and the time of its fit."""
+    checks = []
+    for record in (r for r in found if r.get("kind") == "ray-train"):
+        where = f"{record['host']}: TorchTrainer with {record['workers']} workers"
+        if record.get("error"):
+            checks.append(Check("ray-train", "fail", f"{where} failed: {record['error']}",
+                                "trainrun doctor's ray lines; the driver alone: trainrun ray python DRIVER.py"))
+        elif not record.get("correct"):
+            checks.append(Check("ray-train", "fail", f"{where}: the allreduce over {record.get('backend')} is wrong"))
+        else:
+            checks.append(Check("ray-train", "ok", f"{where}: allreduce over {record['backend']} correct, fit in "
+                                                   f"{record['seconds']:.1f} s"))
+    return checks
+
+
 def nccl_hints(doctor_checks: list[Check]) -> list[str]:
     """Doctor's hints for a failing NCCL (peer-to-peer, the socket interface, /dev/shm)."""
     return [f"{check.name}: {check.hint}" for check in doctor_checks if check.name in NCCL_CHECKS and check.hint]

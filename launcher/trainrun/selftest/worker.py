@@ -2,13 +2,15 @@
 
     python -m trainrun.selftest.worker probe
     python -m trainrun.selftest.worker allreduce torch|horovod-torch|horovod-tensorflow|mpi4py cpu|cuda SIZE,...
+    python -m trainrun.selftest.worker ray-train cpu|cuda      (a Ray driver, under trainrun ray)
 
 `probe` (one rank per host) reports the GPUs nvidia-smi lists and each installed framework sees, and runs one
 training step of a small model under torch.compile and in eager mode. `allreduce` sums a float32 buffer of
 each size across the job's ranks: once to check the sum element by element, then timed (`mpi4py`, MPI's own
 Allreduce on the same torch buffers, is benchmarks/allreduce_cpu.py's floor for Horovod over MPI). Every result is one
 short line on stdout, `trainrun-selftest {json}`, which the driver reads from the job's output (short lines:
-launchers relay and tag the output line by line).
+launchers relay and tag the output line by line). `ray-train` is a Ray driver: Ray Train's TorchTrainer with
+RAY_TRAIN_WORKERS workers, each summing the same pattern across the workers, the sum checked on every worker.
 """
 from __future__ import annotations
 
@@ -33,6 +35,8 @@ ITERATION_BYTES = 256 << 20
 # The same pattern on every rank, offset by its rank: rank r holds PATTERN[i % 3] + r + 1, so each element of
 # the sum over n ranks is n * PATTERN[i % 3] + n(n+1)/2, exact in float32 for any rank count trainrun starts.
 PATTERN = (0.0, 1.0, 2.0)
+RAY_TRAIN_WORKERS = 2
+RAY_TRAIN_ELEMENTS = 1024
 
 
 def emit(record: dict[str, Any]) -> None:
@@ -86,6 +90,10 @@ def probe() -> None:
             frameworks[name] = importlib.import_module("horovod").__version__
         elif why != "not installed":
             errors[name] = why
+    if importlib.util.find_spec("ray") is not None:
+        from importlib import metadata
+
+        frameworks["ray"] = metadata.version("ray")
     emit({"kind": "probe", "host": host, "gpus": gpus, "frameworks": frameworks, "errors": errors})
     if torch is not None:
         emit({"kind": "compile", "host": host, **compile_step(torch, "cuda" if gpus["torch"] else "cpu")})
@@ -268,9 +276,60 @@ def tensorflow_sweep(device: str, suite: str, sizes: list[int]) -> None:
     hvd.shutdown()
 
 
+def ray_train_allreduce(config: dict[str, Any]) -> None:
+    """A Ray Train worker: PATTERN offset by its rank, summed across the workers, checked on every one."""
+    import tempfile
+
+    import ray.train
+    import ray.train.torch
+    import torch
+    import torch.distributed as dist
+
+    context = ray.train.get_context()
+    rank, ranks = context.get_world_rank(), context.get_world_size()
+    device = ray.train.torch.get_device()
+    values = torch.tensor([PATTERN[i % 3] + rank + 1 for i in range(RAY_TRAIN_ELEMENTS)], device=device)
+    dist.all_reduce(values)
+    expected = torch.tensor([ranks * PATTERN[i % 3] + expected_offset(ranks) for i in range(RAY_TRAIN_ELEMENTS)])
+    every_rank_correct = torch.tensor([int(torch.equal(values.cpu(), expected))], device=device)
+    dist.all_reduce(every_rank_correct, op=dist.ReduceOp.MIN)
+    metrics = {"correct": bool(every_rank_correct.item()), "backend": dist.get_backend(), "ranks": ranks}
+    # Ray Train keeps the metrics of a report that carries a checkpoint (Result.metrics is None without one).
+    with tempfile.TemporaryDirectory() as folder:
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(folder) if rank == 0 else None)
+
+
+def ray_train(device: str) -> None:
+    """The driver of the Ray Train check: the TorchTrainer's fit against the cluster of RAY_ADDRESS, timed."""
+    import shutil
+    import tempfile
+
+    import ray
+    from ray.train import RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    ray.init()
+    storage = tempfile.mkdtemp(prefix="trainrun-selftest-ray-")
+    record: dict[str, Any] = {"kind": "ray-train", "host": socket.gethostname(), "workers": RAY_TRAIN_WORKERS}
+    started = time.perf_counter()
+    try:
+        result = TorchTrainer(ray_train_allreduce,
+                              scaling_config=ScalingConfig(num_workers=RAY_TRAIN_WORKERS, use_gpu=device == "cuda"),
+                              run_config=RunConfig(storage_path=storage)).fit()
+        record |= {**result.metrics, "seconds": time.perf_counter() - started}
+    except Exception as err:  # the check's finding, whatever Ray raises
+        record["error"] = f"{type(err).__name__}: {err}".splitlines()[0]
+    finally:
+        shutil.rmtree(storage, ignore_errors=True)
+    emit(record)
+
+
 def main(argv: list[str]) -> int:
     if argv[:1] == ["probe"]:
         probe()
+        return 0
+    if argv[:1] == ["ray-train"]:
+        ray_train(argv[1])
         return 0
     _, suite, device, sizes_text = argv
     sizes = [int(size) for size in sizes_text.split(",")]

@@ -178,3 +178,23 @@ def test_doctor_says_whether_open_mpi_copies_once_between_ranks_of_a_host(single
 
 def test_doctor_has_no_single_copy_line_without_open_mpi() -> None:
     assert "mpi-cma" not in statuses(HEALTHY)
+
+
+WITH_RAY = dataclasses.replace(HEALTHY, packages={**HEALTHY.packages, "ray": "2.60.0"})
+
+
+@pytest.mark.parametrize("changes,name,status,text", [
+    ({"environ": {"PATH": "/nowhere"}}, "ray-cli", "warn", "Ray on Spark's executors run `ray start` from PATH"),
+    ({"environ": {"RAY_AUTH_MODE": "disabled"}}, "ray-auth", "warn", "CVE-2023-48022"),
+    ({"ray_token_file": True}, "ray-auth", "warn", "InvalidAuthToken"),
+    ({"ray_token_file": True, "environ": {"RAY_ON_SPARK_START_HOOK": "trainrun.x.Hook"}}, "ray-auth", "ok",
+     "start hook"),
+    ({"environ": {"RAY_AUTH_MODE": "token"}}, "ray-auth", "ok", "token authentication"),
+])
+def test_ray_rules(changes, name, status, text) -> None:
+    check = find(dataclasses.replace(WITH_RAY, **changes), name)
+    assert (check.status, text in check.detail + check.hint) == (status, True), check
+
+
+def test_doctor_has_no_ray_lines_without_ray() -> None:
+    assert not [name for name in statuses(HEALTHY) if name.startswith("ray")]

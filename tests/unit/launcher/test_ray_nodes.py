@@ -76,5 +76,6 @@ def test_the_start_hook_gives_the_nodes_the_token_and_the_default_route_s_interf
     monkeypatch.delenv("GLOO_SOCKET_IFNAME", raising=False)
     monkeypatch.setenv("NCCL_SOCKET_IFNAME", "ib0")
     monkeypatch.setattr("trainrun.backends.spark.ray_start_hook.default_route_interface", lambda: "eth0")
+    monkeypatch.delenv(node.DRAIN_TIMEOUT, raising=False)
     assert TrainstackStartHook().custom_environment_variables() == {
-        "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "t0ken", "GLOO_SOCKET_IFNAME": "eth0"}
+        "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "t0ken", "GLOO_SOCKET_IFNAME": "eth0", node.DRAIN_TIMEOUT: "0"}

@@ -20,6 +20,7 @@ from trainrun.selftest.report import (
     compile_checks,
     device_checks,
     nccl_hints,
+    ray_train_checks,
     records,
     sweep_from_records,
 )
@@ -128,6 +129,21 @@ def test_a_compiled_step_that_differs_from_eager_or_does_not_compile_fails() -> 
                                           {**base, "ok": False, "error": "InvalidCxxCompiler: no g++"}])
     assert (ok.status, differs.status, broken.status) == ("ok", "fail", "fail")
     assert "0.5" in differs.detail and "g++" in broken.hint
+
+
+def test_ray_train_s_allreduce_must_be_right_on_every_worker_and_a_failed_fit_is_named() -> None:
+    base = {"kind": "ray-train", "host": "h", "workers": 2}
+    ok, wrong, failed = ray_train_checks([{**base, "correct": True, "backend": "gloo", "seconds": 24.2},
+                                         {**base, "correct": False, "backend": "gloo", "seconds": 20.0},
+                                         {**base, "error": "RayTaskError: worker died"}])
+    assert (ok.status, wrong.status, failed.status) == ("ok", "fail", "fail")
+    assert "gloo correct, fit in 24.2 s" in ok.detail and "worker died" in failed.detail
+
+
+def test_the_ray_train_check_s_driver_runs_under_trainrun_ray_here() -> None:
+    plan = _selftest().ray_plan("cpu")
+    assert plan.backend == "ray (this host)" and plan.run.timeout == 60.0
+    assert plan.argv[plan.argv.index("--") + 1:][1:] == ["-m", "trainrun.selftest.worker", "ray-train", "cpu"]
 
 
 def test_nccl_hints_are_doctors_own() -> None:

@@ -30,6 +30,7 @@ import subprocess
 import sys
 from typing import Mapping, Sequence
 
+from ...engines.ray import ray_cli
 from ...machine import interface_for_address, pick_free_port
 from ...proctree import descendants, terminate
 from ..spark.ray_on_spark import NODE_SHARE_OF_MEMORY, OBJECT_STORE_SHARE
@@ -47,12 +48,6 @@ STOP_SECONDS = 30.0
 SMALL_SHM_BYTES = 512 * 1024 * 1024
 SHM = "/dev/shm"
 DRAIN_TIMEOUT = "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"
-
-
-def ray_cli() -> str:
-    """The `ray` of this Python's environment (the image's venv), else the one on PATH."""
-    beside = os.path.join(os.path.dirname(sys.executable), "ray")
-    return beside if os.access(beside, os.X_OK) else (shutil.which("ray") or "ray")
 
 
 def head_argv(python: str, port: int, num_cpus: int | None, num_gpus: int | None, include_dashboard: bool) -> list[str]:
@@ -114,7 +109,7 @@ def interface_env(address: str | None, environ: Mapping[str, str]) -> dict[str, 
 
 def start_argv(args: argparse.Namespace, address: str | None, environ: Mapping[str, str]) -> list[str]:
     """`ray start --block` for this node."""
-    argv = [ray_cli(), "start", "--block", "--disable-usage-stats"]
+    argv = [ray_cli() or "ray", "start", "--block", "--disable-usage-stats"]
     # Free ports where Ray's are fixed (10001, 8265, 52365), so that two jobs' nodes share a host.
     if args.role == "head":
         argv += ["--head", "--port", str(args.port), "--ray-client-server-port", str(pick_free_port())]
