@@ -1,7 +1,8 @@
 """Ray on Spark in the image beyond the Databricks workflow row (test_workflows.py: worker nodes sized as their
 executors, a TorchTrainer that learns): the images' start hook (trainrun.backends.spark.ray_start_hook) turns token
 authentication on for driver, head and worker nodes alike, and a driver whose work fails without
-shutdown_ray_cluster() ends with its own error instead of waiting for Ray on Spark's threads."""
+shutdown_ray_cluster() ends with its own error instead of waiting for Ray on Spark's threads; `trainrun ray` names
+docker's default /dev/shm in one line."""
 import json
 import time
 
@@ -19,3 +20,13 @@ def test_a_ray_cluster_on_spark_refuses_whoever_lacks_its_token_and_a_failed_dri
     assert not checks["token_in_ray_logs"], checks
     assert exit_code == 1 and "ValueError: the user's training failed" in output, output[-3000:]
     assert ended_at - checks["failing_at"] < 60, checks
+
+
+def test_trainrun_ray_in_docker_s_default_dev_shm_names_it_in_one_line_and_still_runs_the_driver(in_image):
+    """docker's default 64 MiB /dev/shm: one warning line naming it and --shm-size, then the driver runs."""
+    driver = "import ray; ray.init(); print('cpus', ray.cluster_resources()['CPU'])"
+    output = in_image.run(["trainrun", "ray", "--num-cpus", "1", "python", "-c", driver], timeout=240,
+                          options={"shm_size": "64m"})
+    warnings = [line for line in output.splitlines() if "/dev/shm on " in line]
+    assert len(warnings) == 1 and "is 64 MiB" in warnings[0] and "--shm-size" in warnings[0], output[-3000:]
+    assert "cpus 1.0" in output, output[-3000:]

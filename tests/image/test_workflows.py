@@ -18,7 +18,8 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # Trainer, Lightning's MLflow autologging; test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows
 # under TorchDistributor, with DeepSpeed, accelerate launch, PEFT, the Trainer's autologging and the distributors'
 # rank-0 logging run under --long, to keep a fresh machine's CI under the hour. So does DeepspeedTorchDistributor on
-# a local-cluster master (its script row stays in CI). The distributors' local-mode rows and DeepSpeed's own launcher
+# a local-cluster master (its script row stays in CI), and the Ray driver on Ray on Spark under trainrun ray (Ray on
+# Spark's own row and trainrun ray's on one host stay in CI). The distributors' local-mode rows and DeepSpeed's own launcher
 # run under --long too: in CI, test_distributors runs TorchDistributor(local_mode=True) and DeepspeedTorchDistributor,
 # and test_deepspeed_launch the `deepspeed` launcher on one node and across two containers.
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
@@ -26,7 +27,8 @@ LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "h
                   "lightning-distributor-local-cluster", "hf-trainer-distributor", "hf-trainer-deepspeed-trainrun",
                   "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
                   "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster",
-                  "torch-distributor-local", "deepspeed-distributor-local", "deepspeed-zero3-launcher")
+                  "torch-distributor-local", "deepspeed-distributor-local", "deepspeed-zero3-launcher",
+                  "ray-train-on-spark-trainrun")
 
 # spark.executor.memory's default, which the Ray on Spark row leaves (its local-cluster workers offer 2 cores each).
 EXECUTOR_MEMORY = 1024 ** 3
@@ -50,6 +52,8 @@ def test_workflow_learns_with_every_rank(in_image, workflow, tmp_path):
     assert result.get("adapter_loaded_back", True), result
     # The Trainer's DeepSpeed rows: the engine it built runs the config's ZeRO stage (deepspeed_zero2.json).
     assert result.get("deepspeed_zero_stage", 2) == 2, result
+    if "rank_nodes" in result:  # Ray Train's workers: on Ray on Spark, one worker node per executor
+        assert len(set(result["rank_nodes"])) == (2 if "--master" in workflow.command else 1), result
     if "ray_worker_nodes" in result:  # Ray on Spark: one worker node per executor, sized as that executor
         assert [node["cpus"] for node in result["ray_worker_nodes"]] == [2, 2], result
         assert all(node["memory"] + node["object_store_memory"] <= EXECUTOR_MEMORY

@@ -95,6 +95,10 @@ WORKFLOWS = [
     Workflow("ray-train-trainrun", "Ray Train's TorchTrainer with 2 workers, its driver's `ray.init()` on the Ray "
              "cluster `trainrun ray` starts (a head node in the container, token-authenticated)",
              ["trainrun", "ray", "python", *_example("ray_train_mnist.py")], writes_checkpoint=False),
+    Workflow("ray-train-on-spark-trainrun", "The same driver on Ray on Spark that `trainrun ray --master` starts on "
+             "local-cluster[2,2,2048]: a Ray worker node in each executor, sized as the executor",
+             ["trainrun", "ray", "--master", "local-cluster[2,2,2048]", "python", *_example("ray_train_mnist.py")],
+             writes_checkpoint=False),
     Workflow("lightning-trainrun", "PyTorch Lightning Trainer(strategy=\"ddp\", devices=2) under torchrun "
              "(`trainrun torch`)",
              ["trainrun", "torch", "--nproc-per-node", "2",
