@@ -388,6 +388,25 @@ def test_users_spark_code_runs_unchanged_on_the_pool_of_trainrun_spark_pool(clus
                  before)
 
 
+@pytest.mark.long
+def test_the_quickstarts_ray_on_spark_line_sizes_a_ray_node_per_executor_of_the_pool(cluster) -> None:
+    """`salloc -N2 trainrun spark-pool -- trainrun ray python ray_train_mnist.py ...` as the quickstart shows it: Ray on
+    Spark on the allocation's pool, a worker node in each executor (1 core, at most its 1g), Ray Train's workers one on
+    each node, learning; the pool and Ray gone afterwards."""
+    (line,) = [line for line in slurm_pages.page_lines() if line.startswith("salloc -N2 trainrun spark-pool -- "
+                                                                          "trainrun ray ")]
+    examples, before = slurm_pages.checkout_copy(cluster), pool_folders()
+    result = run(["bash", "-c", line], slurm_pages.job_env(cluster), examples, timeout=400)
+    assert result.returncode == 0, result.stderr[-3000:]
+    got = slurm_pages.summary(result.stdout)
+    assert got["accuracy"] > 0.9 and len(set(got["rank_nodes"])) == 2, result.stdout[-3000:]
+    workers = [node for node in got["ray_nodes"] if node["cpus"]]
+    assert [node["cpus"] for node in workers] == [1.0, 1.0] and all(node["memory"] < 2**30 for node in workers), got
+    no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line),
+                 before)
+    assert not ray_processes_after(10), "Ray processes left"
+
+
 def pool_folders() -> set[Path]:
     """The pools' folders (each with its secret) in the home folder."""
     return set((Path.home() / ".cache" / "trainrun").glob("spark-pool-*"))

@@ -162,7 +162,7 @@ def runtime_env() -> dict[str, str]:
         "GIT_PYTHON_REFRESH": "quiet",
         # Ray on Spark's start hook: token authentication between driver, head and worker nodes, a token per cluster
         # (read by setup_ray_cluster, in the flavors that hold Ray).
-        "RAY_ON_SPARK_START_HOOK": "trainrun.backends.spark.ray_start_hook.TrainstackStartHook",
+        "RAY_ON_SPARK_START_HOOK": image_contract.RAY_ON_SPARK_START_HOOK,
     }
 
 

@@ -10,7 +10,8 @@ stopped, however the driver ends (the plan's argv runs this module's main).
   batch script runs) and a worker node on each other node, each an srun step; each node offers what Slurm gave the
   job there.
 - spark: Ray on Spark (`ray.util.spark.setup_ray_cluster`) on the Spark master the job names, or on the pool of
-  `trainrun spark-pool`, with the images' sizes and start hook (trainrun.backends.spark.ray_on_spark).
+  `trainrun spark-pool`, each worker node sized as an executor (trainrun.backends.spark.ray_on_spark, as the images'
+  patch of Ray sizes a bare call), with the images' start hook where it is set.
 
 The driver runs with RAY_ADDRESS naming the head, so that its `ray.init()` connects to the cluster: in this shell,
 or in Slurm as a step on the head's node.
@@ -31,11 +32,13 @@ import threading
 import time
 from typing import Sequence
 
+from ...engines.ray import START_HOOK
 from ...engines.slurm import srun_head
+from ...image_contract import RAY_ON_SPARK_START_HOOK
 from ...proctree import terminate
-from ..spark.ray_on_spark import authentication_env
+from ..spark.ray_on_spark import WorkerNodeSizes, authentication_env, executor_sized
 from .layout import CLUSTER_MODULE, RayCluster
-from .node import STOP_SECONDS, STOP_SIGNAL, UP_LINE, head_argv, worker_argv
+from .node import DRAIN_TIMEOUT, STOP_SECONDS, STOP_SIGNAL, UP_LINE, head_argv, worker_argv
 
 UP_SECONDS = 120.0
 CLUSTER_LOST = 1  # the exit code of a driver whose cluster's nodes ended under it
@@ -148,17 +151,33 @@ def _stop_nodes(nodes: list[subprocess.Popen]) -> None:
             pass
 
 
+def worker_node_sizes(spark_context, cluster: RayCluster) -> dict[str, int]:
+    """setup_ray_cluster's per-worker-node sizes: those given, the rest from one executor (ray_on_spark), so that a
+    Ray without the images' patch sizes its nodes the same (Ray takes CPUs and GPUs together or neither)."""
+    executor = executor_sized(spark_context, WorkerNodeSizes(None, None, None, None))
+    cpus = cluster.num_cpus if cluster.num_cpus is not None else executor.num_cpus
+    gpus = cluster.num_gpus if cluster.num_gpus is not None else executor.num_gpus
+    sizes = {"memory_worker_node": executor.heap_memory, "object_store_memory_worker_node": executor.object_store_memory}
+    if cpus is not None and gpus is not None:
+        sizes |= {"num_cpus_worker_node": cpus, "num_gpus_worker_node": gpus}
+    return {name: value for name, value in sizes.items() if value is not None}
+
+
 def run_on_spark(cluster: RayCluster, command: Sequence[str]) -> int:
     """Ray on Spark on the session's master (spark.master, MASTER, or SPARK_CONF_DIR's), the driver run against it,
     then the Ray cluster shut down and the session stopped."""
     from pyspark.sql import SparkSession
     from ray.util.spark import MAX_NUM_WORKER_NODES, setup_ray_cluster, shutdown_ray_cluster
 
+    # The images' start hook (its token, interface and shutdown) on any host; no wait to drain the head at the end.
+    os.environ.setdefault(START_HOOK, RAY_ON_SPARK_START_HOOK)
+    os.environ.setdefault(DRAIN_TIMEOUT, "0")
     spark = SparkSession.builder.appName("trainrun ray").getOrCreate()
     try:
         address, _ = setup_ray_cluster(
             max_worker_nodes=MAX_NUM_WORKER_NODES if cluster.max_worker_nodes is None else cluster.max_worker_nodes,
-            head_node_options={"include_dashboard": cluster.include_dashboard})
+            head_node_options={"include_dashboard": cluster.include_dashboard},
+            **worker_node_sizes(spark.sparkContext, cluster))
         try:
             print(f"trainrun: Ray on Spark {address} on {spark.sparkContext.master}", file=sys.stderr, flush=True)
             # setup_ray_cluster and the images' start hook put RAY_ADDRESS and the token in this environment.

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
@@ -35,6 +36,7 @@ LOCAL_CLUSTER = re.compile(r"local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*]
 # (ray.util.spark.utils._RAY_ON_SPARK_NODE_MEMORY_BUFFER_OFFSET, ray_constants.DEFAULT_OBJECT_STORE_MEMORY_PROPORTION).
 NODE_SHARE_OF_MEMORY = 0.8
 OBJECT_STORE_SHARE = 0.3
+REGISTER_SECONDS = 60.0  # how long the executors' cores are waited for, where only they tell them
 
 
 @dataclass(frozen=True)
@@ -89,10 +91,17 @@ def executor_sized(spark_context: Any, given: WorkerNodeSizes) -> WorkerNodeSize
     scala_context = spark_context._jsc.sc()
 
     def registered_cores() -> Iterable[int]:
-        executors = scala_context.statusStore().executorList(True)
-        for summary in (executors.apply(index) for index in range(executors.length())):
-            if summary.id() != "driver":
-                yield summary.totalCores()
+        # A standalone application's executors register a moment after its SparkContext starts; sized before, a
+        # worker node would ask for the host's cores, and a stage no executor can hold waits forever.
+        deadline = time.monotonic() + REGISTER_SECONDS
+        while True:
+            executors = scala_context.statusStore().executorList(True)
+            cores = [summary.totalCores() for summary in (executors.apply(index) for index in range(executors.length()))
+                     if summary.id() != "driver"]
+            if cores or time.monotonic() > deadline:
+                yield from cores
+                return
+            time.sleep(0.5)
 
     return sized(given, master=spark_context.master, conf=dict(spark_context.getConf().getAll()),
                  executor_memory_bytes=scala_context.executorMemory() * 1024 * 1024,
