@@ -1,5 +1,5 @@
-"""A real pool of the image (1 master + 2 workers + a notebook with MLflow's server): trainrun spark, horovod.spark and
-TorchDistributor jobs across the workers, a notebook run in the pool's JupyterLab container, a TorchDistributor run
+"""A real pool of the image (1 master + 2 workers + a notebook with MLflow's server): trainrun spark, horovod.spark,
+TorchDistributor and Ray on Spark jobs across the workers, a notebook run in the pool's JupyterLab container, a TorchDistributor run
 in MLflow's UI, a client without the pool's secret, a killed worker, pool.down.
 
 Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
@@ -24,7 +24,7 @@ from fault_harness import once_more_after_gloo_abort
 from mlflow_ui import check_the_run_in_the_ui
 from notebook_checks import check_trainings, executed_notebook, shown
 
-from trainrun.image_contract import EXAMPLES_DIR, MLFLOW_PORT, MLFLOW_STORE
+from trainrun.image_contract import EXAMPLES_DIR, MLFLOW_PORT, MLFLOW_STORE, NOTEBOOK_DIR
 from trainstack.clusters import pool
 from trainstack.clusters.containers import ClusterError
 from trainstack.clusters.pool.layout import POOL_CONF_LABEL, POOL_LABEL
@@ -157,6 +157,25 @@ def test_distributor_trains_on_the_pool(docker_client, running_pool, example):
     if example.startswith("deepspeed"):
         assert result["zero_stage"] == 3 and result["checkpoint_loaded_back"], result
         assert "distributor returned the summary of rank 0" in output, output[-4000:]
+
+
+@pytest.mark.parametrize("how", ["spark-submit", "trainrun-ray"])
+def test_ray_on_spark_trains_across_the_pools_workers(docker_client, running_pool, how):
+    """Ray on Spark on the pool: the Databricks script under spark-submit (setup_ray_cluster(max_worker_nodes=2)), and
+    a plain Ray driver under trainrun ray --master. A Ray worker node in each worker's executor, sized as that
+    executor; Ray Train's two workers learn, their results in the pool's shared work folder."""
+    master = running_pool["master_url"]["network"]
+    # Ray Train's storage: the pool's work folder, which every worker and driver mounts, as DBFS is on Databricks.
+    storage = ["--storage-path", f"{NOTEBOOK_DIR}/ray-results-{how}"]
+    command = (["spark-submit", "--master", master, f"{EXAMPLES_DIR}/ray_on_spark_mnist.py", *storage]
+               if how == "spark-submit" else
+               ["trainrun", "ray", "--master", master, "python", f"{EXAMPLES_DIR}/ray_train_mnist.py", *storage])
+    code, output = submit(docker_client, running_pool, ["timeout", str(JOB_TIMEOUT), *command])
+    assert code == 0, output[-4000:]
+    result = summary(output)
+    assert result["ranks"] == 2 and result["accuracy"] >= 0.9, result
+    workers = result.get("ray_worker_nodes") or [node for node in result["ray_nodes"] if node["cpus"]]
+    assert len(workers) == 2 and all(node["cpus"] >= 1 for node in workers), result
 
 
 # nbclient, as `jupyter execute` would, in the notebook container: the executed notebook on stdout.
