@@ -162,6 +162,16 @@ def wait_for_exit(proc: subprocess.Popen, pidfd: int | None, seconds: float,
     return proc.poll()
 
 
+def signal_and_wait(processes: Iterable[subprocess.Popen], sig: int, seconds: float) -> None:
+    """`sig` to each of `processes` still running, then up to `seconds` for each to exit (srun steps told to stop:
+    srun forwards the signal to the step's tasks)."""
+    running = [process for process in processes if process.poll() is None]
+    for process in running:
+        process.send_signal(sig)
+    for process in running:
+        wait_for_exit(process, None, seconds)
+
+
 def end_job_processes(job_id: str, grace: float) -> int:
     """SIGTERM every process of the job, SIGKILL what is left after `grace` seconds; returns how many were found."""
     return terminate(job_processes(job_id), grace, lambda: job_processes(job_id))

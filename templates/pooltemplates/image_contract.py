@@ -38,6 +38,8 @@ MLFLOW_STORE = f"sqlite:///{NOTEBOOK_DIR}/mlflow.db"
 IPYTHON_EXTENSION = "trainrun.notebook"
 # Triton's kernel cache: somewhere any user of the image can write, whatever its home (TRITON_CACHE_DIR overrides).
 TRITON_CACHE_DIR = "/tmp/triton-cache"
+# Ray on Spark's start hook in every image (RAY_ON_SPARK_START_HOOK), and under trainrun ray on any host.
+RAY_ON_SPARK_START_HOOK = "trainrun.backends.spark.ray_start_hook.TrainstackStartHook"
 # torch.utils.cpp_extension's build folder (DeepSpeed's JIT-built ops), likewise (TORCH_EXTENSIONS_DIR overrides).
 TORCH_EXTENSIONS_DIR = "/tmp/torch-extensions"
 # Where the image keeps the sources of the two distributions it installs.

@@ -52,8 +52,6 @@ def test_workflow_learns_with_every_rank(in_image, workflow, tmp_path):
     assert result.get("adapter_loaded_back", True), result
     # The Trainer's DeepSpeed rows: the engine it built runs the config's ZeRO stage (deepspeed_zero2.json).
     assert result.get("deepspeed_zero_stage", 2) == 2, result
-    if "rank_nodes" in result:  # Ray Train's workers: on Ray on Spark, one worker node per executor
-        assert len(set(result["rank_nodes"])) == (2 if "--master" in workflow.command else 1), result
     if "ray_worker_nodes" in result:  # Ray on Spark: one worker node per executor, sized as that executor
         assert [node["cpus"] for node in result["ray_worker_nodes"]] == [2, 2], result
         assert all(node["memory"] + node["object_store_memory"] <= EXECUTOR_MEMORY

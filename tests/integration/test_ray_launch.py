@@ -13,8 +13,8 @@ import pytest
 from fault_harness import MARK, trainrun_argv, trainrun_env
 from launch_helpers import leftover_processes, run_trainrun
 
-pytestmark = [pytest.mark.timeout(300),
-              pytest.mark.skipif(importlib.util.find_spec("ray") is None, reason="needs Ray (requirements/host-test.txt)")]
+pytestmark = [pytest.mark.timeout(300), pytest.mark.skipif(importlib.util.find_spec("ray") is None,
+                                                          reason="needs Ray (requirements/host-test.txt)")]
 
 DRIVER = """
 import os, sys, time

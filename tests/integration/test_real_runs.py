@@ -102,7 +102,7 @@ def test_console_script_installed() -> None:
     trainrun = shutil.which("trainrun")
     assert trainrun, "pip install ./launcher should put `trainrun` on PATH"
     out = subprocess.run([trainrun, "--help"], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0 and "{mpi,torch,spark,spark-pool,doctor,selftest}" in out.stdout
+    assert out.returncode == 0 and "{mpi,torch,spark,spark-pool,ray,doctor,selftest}" in out.stdout
 
 
 @pytest.mark.skipif(not has_pooltemplates(), reason="needs the templates package (pip install -e ./templates)")

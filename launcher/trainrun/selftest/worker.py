@@ -24,6 +24,7 @@ import sys
 import time
 from typing import Any
 
+from ..engines.slurm import home_cache
 from ..machine import gpu_count
 from .report import MARKER
 
@@ -309,7 +310,9 @@ def ray_train(device: str) -> None:
     from ray.train.torch import TorchTrainer
 
     ray.init()
-    storage = tempfile.mkdtemp(prefix="trainrun-selftest-ray-")
+    # Ray Train's storage must be a folder every node sees: the home folder's cache, which a cluster's nodes share.
+    os.makedirs(home_cache(os.environ), exist_ok=True)
+    storage = tempfile.mkdtemp(prefix="selftest-ray-", dir=home_cache(os.environ))
     record: dict[str, Any] = {"kind": "ray-train", "host": socket.gethostname(), "workers": RAY_TRAIN_WORKERS}
     started = time.perf_counter()
     try:

@@ -35,7 +35,7 @@ from typing import Sequence
 from ...engines.ray import START_HOOK
 from ...engines.slurm import srun_head
 from ...image_contract import RAY_ON_SPARK_START_HOOK
-from ...proctree import terminate
+from ...proctree import signal_and_wait, terminate
 from ..spark.ray_on_spark import WorkerNodeSizes, authentication_env, executor_sized
 from .layout import CLUSTER_MODULE, RayCluster
 from .node import DRAIN_TIMEOUT, STOP_SECONDS, STOP_SIGNAL, UP_LINE, head_argv, worker_argv
@@ -109,7 +109,8 @@ def run_cluster(cluster: RayCluster, command: Sequence[str]) -> int:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         if driver is not None and driver.poll() is None:
             terminate([driver.pid], STOP_SECONDS)
-        _stop_nodes(list(started.values()))
+        # Each node process stops its `ray start`, which ends Ray's processes on the node.
+        signal_and_wait(started.values(), STOP_SIGNAL, STOP_SECONDS)
         terminate([process.pid for process in started.values() if process.poll() is None], STOP_SECONDS)
 
 
@@ -138,26 +139,14 @@ def _wait_for_driver(driver: subprocess.Popen, nodes: list[subprocess.Popen]) ->
                 return CLUSTER_LOST
 
 
-def _stop_nodes(nodes: list[subprocess.Popen]) -> None:
-    """STOP_SIGNAL to each node process (srun forwards it to its tasks): each stops its `ray start`, which ends Ray's
-    processes on the node."""
-    running = [process for process in nodes if process.poll() is None]
-    for process in running:
-        process.send_signal(STOP_SIGNAL)
-    for process in running:
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
-
-
 def worker_node_sizes(spark_context, cluster: RayCluster) -> dict[str, int]:
     """setup_ray_cluster's per-worker-node sizes: those given, the rest from one executor (ray_on_spark), so that a
     Ray without the images' patch sizes its nodes the same (Ray takes CPUs and GPUs together or neither)."""
     executor = executor_sized(spark_context, WorkerNodeSizes(None, None, None, None))
     cpus = cluster.num_cpus if cluster.num_cpus is not None else executor.num_cpus
     gpus = cluster.num_gpus if cluster.num_gpus is not None else executor.num_gpus
-    sizes = {"memory_worker_node": executor.heap_memory, "object_store_memory_worker_node": executor.object_store_memory}
+    sizes = {"memory_worker_node": executor.heap_memory,
+             "object_store_memory_worker_node": executor.object_store_memory}
     if cpus is not None and gpus is not None:
         sizes |= {"num_cpus_worker_node": cpus, "num_gpus_worker_node": gpus}
     return {name: value for name, value in sizes.items() if value is not None}

@@ -42,7 +42,7 @@ from ...errors import UsageError
 from ...image_contract import DISCOVERY_SCRIPT_PATH
 from ...machine import pick_free_port
 from ...notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
-from ...proctree import terminate
+from ...proctree import signal_and_wait, terminate
 from ...validate import spark_conf_item
 from .pool_daemon import STOP_SIGNAL, master_argv, worker_argv
 from .pool_secret import security_conf, write_private_conf
@@ -234,7 +234,11 @@ def run_pool(pool: AllocationPool, command: Sequence[str], conf_parent: str) -> 
         # first, since a SIGKILL (KillWait after Slurm's SIGTERM) may still cut the rest short.
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         shutil.rmtree(conf_dir, ignore_errors=True)
-        _stop_steps([process for name, process in started.items() if name != "the job" or route.runtime != "host"])
+        # srun forwards SIGUSR2 to each step's tasks (and a container runtime to the container): each daemon
+        # (pool_daemon) stops what it started, a worker removes its folder and says what ran. A SIGTERM would make
+        # srun kill the step at once, and a container runtime's process with it, leaving the container behind.
+        signal_and_wait([process for name, process in started.items() if name != "the job" or route.runtime != "host"],
+                        STOP_SIGNAL, STOP_SECONDS)
         terminate([process.pid for process in reversed(started.values()) if process.poll() is None], STOP_SECONDS)
         if "the workers' srun" in started:
             _report_executors(started["the workers' srun"])
@@ -252,20 +256,6 @@ def _wait_for_job(job: subprocess.Popen, workers: subprocess.Popen) -> int:
                       f"{workers.returncode}: a node lost or a worker killed); the job is stopped", file=sys.stderr,
                       flush=True)
                 return POOL_LOST
-
-
-def _stop_steps(steps: list[subprocess.Popen]) -> None:
-    """srun forwards SIGUSR2 to each step's tasks (and a container runtime to the container): each daemon
-    (pool_daemon) stops what it started, a worker removes its folder and says what ran. A SIGTERM would make srun
-    kill the step at once, and a container runtime's process with it, leaving the container behind."""
-    running = [step for step in steps if step.poll() is None]
-    for step in running:
-        step.send_signal(STOP_SIGNAL)
-    for step in running:
-        try:
-            step.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            pass
 
 
 def _report_executors(workers: subprocess.Popen) -> None:
