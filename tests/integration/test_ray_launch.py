@@ -73,6 +73,7 @@ def test_a_node_killed_under_the_driver_ends_the_job_in_one_line(driver, tmp_pat
     assert nothing_left(env[MARK]) == []
 
 
+@pytest.mark.long  # the runner's --timeout, which CI checks for every other backend (test_failures.py)
 def test_timeout_stops_the_driver_and_the_cluster(driver, tmp_path) -> None:
     launch = run_trainrun(["ray", "--timeout", "40", "python", str(driver), "wait"], trainrun_env(tmp_path))
     assert launch.returncode == 124 and launch.seconds < 90, launch.stderr[-3000:]
