@@ -79,3 +79,5 @@ def test_the_start_hook_gives_the_nodes_the_token_and_the_default_route_s_interf
     monkeypatch.delenv(node.DRAIN_TIMEOUT, raising=False)
     assert TrainstackStartHook().custom_environment_variables() == {
         "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": "t0ken", "GLOO_SOCKET_IFNAME": "eth0", node.DRAIN_TIMEOUT: "0"}
+    monkeypatch.setenv(node.DRAIN_TIMEOUT, "5")  # the driver's own timeout reaches the worker nodes too
+    assert TrainstackStartHook().custom_environment_variables()[node.DRAIN_TIMEOUT] == "5"

@@ -38,7 +38,7 @@ from ...image_contract import RAY_ON_SPARK_START_HOOK
 from ...proctree import signal_and_wait, terminate
 from ..spark.ray_on_spark import WorkerNodeSizes, authentication_env, executor_sized
 from .layout import CLUSTER_MODULE, RayCluster
-from .node import DRAIN_TIMEOUT, STOP_SECONDS, STOP_SIGNAL, UP_LINE, head_argv, worker_argv
+from .node import STOP_SECONDS, STOP_SIGNAL, UP_LINE, head_argv, worker_argv
 
 UP_SECONDS = 120.0
 CLUSTER_LOST = 1  # the exit code of a driver whose cluster's nodes ended under it
@@ -158,9 +158,8 @@ def run_on_spark(cluster: RayCluster, command: Sequence[str]) -> int:
     from pyspark.sql import SparkSession
     from ray.util.spark import MAX_NUM_WORKER_NODES, setup_ray_cluster, shutdown_ray_cluster
 
-    # The images' start hook (its token, interface and shutdown) on any host; no wait to drain the head at the end.
+    # The images' start hook (its token, interface, drain timeout and shutdown) on any host.
     os.environ.setdefault(START_HOOK, RAY_ON_SPARK_START_HOOK)
-    os.environ.setdefault(DRAIN_TIMEOUT, "0")
     spark = SparkSession.builder.appName("trainrun ray").getOrCreate()
     try:
         address, _ = setup_ray_cluster(

@@ -99,12 +99,16 @@ def node_address(head_host: str) -> str | None:
     return None if address.startswith("127.") else address
 
 
-def interface_env(address: str | None, environ: Mapping[str, str]) -> dict[str, str]:
-    """GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME: the interface of `address`, where the user set neither."""
-    interface = interface_for_address(address) if address else None
+def interface_variables(interface: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """GLOO_SOCKET_IFNAME and NCCL_SOCKET_IFNAME naming `interface`, each where the user did not set it."""
     if interface is None:
         return {}
     return {name: interface for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME") if name not in environ}
+
+
+def interface_env(address: str | None, environ: Mapping[str, str]) -> dict[str, str]:
+    """interface_variables for the interface of `address`."""
+    return interface_variables(interface_for_address(address) if address else None, environ)
 
 
 def start_argv(args: argparse.Namespace, address: str | None, environ: Mapping[str, str]) -> list[str]:

@@ -1,11 +1,10 @@
 """The images' Ray on Spark start hook, which RAY_ON_SPARK_START_HOOK names in every image: the driver, the head and
 every worker node get the same token authentication (ray_on_spark.authentication_env says why); the nodes get the
 interface of the driver's default route for Gloo and NCCL (torch otherwise takes the address the host name resolves
-to, often loopback: Databricks' own hook sets GLOO_SOCKET_IFNAME for it) unless the user set them, and no wait to
-drain when the cluster shuts down; a /dev/shm too
-small for the object store is named in one line; and a driver that ends without `shutdown_ray_cluster()`, its work
-done or failed, shuts the Ray cluster down instead of waiting forever for Ray on Spark's threads (its job server, a
-Spark job for each worker node), which are not daemon threads.
+to, often loopback: Databricks' own hook sets GLOO_SOCKET_IFNAME for it) unless the user set them, and the driver's
+drain timeout, else none; a /dev/shm too small for the object store is named in one line; and a driver that ends
+without `shutdown_ray_cluster()`, its work done or failed, shuts the Ray cluster down instead of waiting forever for
+Ray on Spark's threads (its job server, a Spark job for each worker node), which are not daemon threads.
 
 It has the methods Ray 2.60 calls on a start hook (ray.util.spark.start_hook_base.RayOnSparkStartHook's) rather than
 that base class, so that trainrun imports without Ray (the image test runs it under the matrix's Ray)."""
@@ -17,10 +16,8 @@ import sys
 import threading
 
 from ...machine import default_route_interface
-from ..ray.node import DRAIN_TIMEOUT, small_shm_line
+from ..ray.node import DRAIN_TIMEOUT, interface_variables, small_shm_line
 from .ray_on_spark import authentication_env
-
-SOCKET_INTERFACES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 class TrainstackStartHook:
@@ -38,11 +35,10 @@ class TrainstackStartHook:
             Config.initialize("")
 
     def custom_environment_variables(self) -> dict[str, str]:
-        interface = default_route_interface()
-        chosen = {name: interface for name in SOCKET_INTERFACES if interface and name not in os.environ}
-        # shutdown_ray_cluster() ends the nodes with SIGTERM, on which Ray waits up to 30 s for Serve to drain.
-        drain = {} if DRAIN_TIMEOUT in os.environ else {DRAIN_TIMEOUT: "0"}
-        return {**self._env, **chosen, **drain}
+        # shutdown_ray_cluster() ends the nodes with SIGTERM, on which Ray waits up to 30 s for Serve to drain; a
+        # timeout the driver has reaches the worker nodes too, whose environment is the executors'.
+        return {**self._env, **interface_variables(default_route_interface(), os.environ),
+                DRAIN_TIMEOUT: os.environ.get(DRAIN_TIMEOUT, "0")}
 
     def get_default_temp_root_dir(self) -> str:
         return "/tmp"
