@@ -33,13 +33,13 @@ from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, REPO_ROOT, 
 from trainstack.image.sources import SourceOptions
 
 
-def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path) -> Path:
-    """Writes the rendered Dockerfile and everything it copies into out_dir (replaced if present), for sources
-    that sources.check_sources has passed."""
+def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path, buildkit: bool = False) -> Path:
+    """Writes the rendered Dockerfile (for BuildKit where `buildkit`) and everything it copies into out_dir (replaced
+    if present), for sources that sources.check_sources has passed."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
-    (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources))
+    (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources, buildkit))
     components = build_components(flavor, sources)
     (out_dir / "patches").mkdir()
     for component in components:

@@ -1,8 +1,11 @@
-"""The builder stage as components, each one interface: its steps (images/components/NAME.j2, rendered with the
+"""The builder stages as components, each one interface: its steps (images/components/NAME.j2, rendered with the
 values computed here), the patch files it applies, the build-context files its steps copy or read, and the venv
-layers its distributions end up in. `build_components` gives a flavor's components in build order; the Dockerfile
-renders each one's steps in turn, and the build context and its build record take files and patches from the same
-objects. The CUDA build tools (cuda_build.py) and DeepSpeed (deepspeed_build.py) feed their components here."""
+layers its distributions end up in. `build_components` gives a flavor's components in build order and
+`builder_stages` places them in the Dockerfile's stages: what everything builds against in `frameworks`, each
+compiled component in a stage of its own from there (so that BuildKit compiles them at once, beside the builder's
+library installs), and the rest, with each compiled component's install step, in `builder`. The build context and its
+build record take files and patches from the same objects. The CUDA build tools (cuda_build.py) and DeepSpeed
+(deepspeed_build.py) feed their components here."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
@@ -14,10 +17,18 @@ from trainrun import image_contract
 from trainstack.image import cuda_build, deepspeed_build
 from trainstack.image.matrix import Flavor, component_patches
 from trainstack.image.requirements import framework_requirements, library_requirements, no_deps_requirements
-from trainstack.image.sources import BUILD_CA_PATH, SourceOptions, pip_source_env
+from trainstack.image.sources import BUILD_CA_PATH, PIP_NO_CACHE_DIR, SourceOptions, pip_source_env
 
-# The folder of images/ that holds each component's steps, a Jinja fragment named after it.
+# The folder of images/ that holds each component's steps, a Jinja fragment named after it; a compiled component's
+# install step in the builder is the fragment NAME-install.j2.
 FRAGMENTS_DIR = "components"
+INSTALL_FRAGMENT_SUFFIX = "-install"
+# The stage the compiled components start from, and the one that installs everything and splits the venv.
+FRAMEWORKS_STAGE = "frameworks"
+BUILDER_STAGE = "builder"
+# Where a compiled component's stage installs it (pip's --root): the venv's own paths under this folder, which the
+# builder copies into / before pip adds the component's dependencies.
+COMPILED_ROOT = "/tmp/build/{name}-root"
 # Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image;
 # torch/include stays, since Inductor compiles against it.
 HEADERS_LEFT_IN_BUILDER = ("tensorflow/include",)
@@ -45,28 +56,68 @@ class BuildComponent:
     # of its install that only the builder needs, and shell lines (quoted) that replace a bundled copy of a library.
     left_in_builder: tuple[str, ...] = ()
     site_packages_cleanup: tuple[str, ...] = ()
+    # The stage its steps run in: FRAMEWORKS_STAGE, BUILDER_STAGE, or its own name for a compiled component, whose
+    # stage starts from FRAMEWORKS_STAGE and whose install step (install_template) runs in BUILDER_STAGE.
+    stage: str = BUILDER_STAGE
 
     @property
     def template(self) -> str:
         """Its steps, relative to images/."""
         return f"{FRAGMENTS_DIR}/{self.name}.j2"
 
+    @property
+    def compiled(self) -> bool:
+        return self.stage not in (FRAMEWORKS_STAGE, BUILDER_STAGE)
 
-def build_components(flavor: Flavor, sources: SourceOptions = SourceOptions()) -> list[BuildComponent]:
+    @property
+    def install_template(self) -> str:
+        return f"{FRAGMENTS_DIR}/{self.name}{INSTALL_FRAGMENT_SUFFIX}.j2"
+
+
+@dataclass(frozen=True)
+class BuildStage:
+    """A stage of the Dockerfile made of components' steps: its name, the stage it starts from, and each step's
+    component with the fragment it renders."""
+
+    name: str
+    base: str
+    steps: tuple[tuple[BuildComponent, str], ...]
+
+
+def builder_stages(components: list[BuildComponent]) -> list[BuildStage]:
+    """`frameworks`, then each compiled component's stage, then `builder`: the components in their stages, in build
+    order, a compiled component's install step in `builder`."""
+    return [
+        BuildStage(FRAMEWORKS_STAGE, "runtime-os",
+                   tuple((component, component.template) for component in components
+                         if component.stage == FRAMEWORKS_STAGE)),
+        *(BuildStage(component.name, FRAMEWORKS_STAGE, ((component, component.template),))
+          for component in components if component.compiled),
+        BuildStage(BUILDER_STAGE, FRAMEWORKS_STAGE,
+                   tuple((component, component.install_template if component.compiled else component.template)
+                         for component in components if component.stage == BUILDER_STAGE or component.compiled)),
+    ]
+
+
+def build_components(flavor: Flavor, sources: SourceOptions = SourceOptions(),
+                     cache_mounts: bool = False) -> list[BuildComponent]:
     """The flavor's components in the order the builder runs their steps: each after what it builds against, and
-    the ones that change most often (patched sources, library pins) late, so a change rebuilds only from there."""
+    the ones that change most often (patched sources, library pins) late, so a change rebuilds only from there.
+    The compiled ones (Horovod, DeepSpeed) build in stages of their own from the frameworks, so a library pin never
+    recompiles them. `cache_mounts`: pip's steps keep its cache in a BuildKit cache mount, so it is not disabled."""
     cuda = cuda_build.cuda_build(flavor)
     deepspeed = deepspeed_build.deepspeed_build(flavor)
     components = [
         # Before the venv: nvcc from apt packages, so a build that cannot get them stops first.
-        *([_cuda_toolkit(cuda, sources)] if cuda else []),
-        _venv(flavor, sources),
+        *([replace(_cuda_toolkit(cuda, sources), stage=FRAMEWORKS_STAGE)] if cuda else []),
+        replace(_venv(flavor, sources, cache_mounts), stage=FRAMEWORKS_STAGE),
         # nvcc from NVIDIA's wheels needs the venv's pip and the build's indexes.
-        *([_cuda_toolkit_wheels(cuda)] if cuda and cuda.pip_requirements else []),
-        _frameworks(flavor),
-        *([_cuda_links(cuda)] if cuda else []),
-        _horovod(flavor, cuda),
+        *([replace(_cuda_toolkit_wheels(cuda), stage=FRAMEWORKS_STAGE)] if cuda and cuda.pip_requirements else []),
+        replace(_frameworks(flavor), stage=FRAMEWORKS_STAGE),
+        *([replace(_cuda_links(cuda), stage=FRAMEWORKS_STAGE)] if cuda else []),
+        # Installed before the compiled components' copies, so that the installs run while they compile.
         _libraries(flavor),
+        _horovod(flavor, cuda),
         *([_deepspeed(flavor, deepspeed)] if deepspeed else []),
         *([_pyspark(flavor)] if component_patches(flavor, "pyspark") else []),
         *([_ray(flavor)] if flavor.version("ray") else []),
@@ -89,9 +140,11 @@ def _cuda_toolkit(cuda: cuda_build.CudaBuild, sources: SourceOptions) -> BuildCo
         files=tuple(f"scripts/{script}" for script in cuda.scripts))
 
 
-def _venv(flavor: Flavor, sources: SourceOptions) -> BuildComponent:
+def _venv(flavor: Flavor, sources: SourceOptions, cache_mounts: bool) -> BuildComponent:
     """The image's venv, and where the builder's pip finds packages (indexes, the wheelhouse)."""
-    return BuildComponent("venv", values={"pip_env": pip_source_env(sources, flavor), "venv": image_contract.VENV_DIR},
+    pip_env = {name: value for name, value in pip_source_env(sources, flavor).items()
+               if not (cache_mounts and name == PIP_NO_CACHE_DIR)}
+    return BuildComponent("venv", values={"pip_env": pip_env, "venv": image_contract.VENV_DIR},
                           distributions=("pip",))
 
 
@@ -118,10 +171,12 @@ def _cuda_links(cuda: cuda_build.CudaBuild) -> BuildComponent:
 
 def _horovod(flavor: Flavor, cuda: cuda_build.CudaBuild | None) -> BuildComponent:
     """Horovod from its sdist, patched, compiled against the frameworks with every wanted extension required."""
+    root = COMPILED_ROOT.format(name="horovod")
     return BuildComponent(
         "horovod", values={"version": flavor.version("horovod"), "build_env": horovod_build_env(flavor),
+                           "root": root, "extensions_dir": f"{root}{flavor.site_packages}/horovod",
                            "kernel_check_command": cuda.kernel_check_command if cuda else None},
-        patches=tuple(component_patches(flavor, "horovod")), distributions=("horovod",))
+        patches=tuple(component_patches(flavor, "horovod")), distributions=("horovod",), stage="horovod")
 
 
 # For the extensions the builder compiles (Horovod's, DeepSpeed's ops): no GNU build ID. The ID is a hash of the
@@ -175,12 +230,15 @@ def _libraries(flavor: Flavor) -> BuildComponent:
 
 
 def _deepspeed(flavor: Flavor, build: deepspeed_build.DeepSpeedBuild) -> BuildComponent:
+    root = COMPILED_ROOT.format(name="deepspeed")
     return BuildComponent(
         "deepspeed", values={"version": build.version, "source_dir": build.source_dir,
                              "env": {**build.env, **NO_BUILD_ID}, "check_command": build.check_command,
+                             "parallel_config": build.parallel_config, "root": root,
+                             "ops_dir": f"{root}{flavor.site_packages}/deepspeed",
                              "build_dir": deepspeed_build.BUILD_DIR, "constraints": deepspeed_build.CONSTRAINTS},
         patches=tuple(component_patches(flavor, "deepspeed")),
-        files=(f"scripts/{deepspeed_build.CHECK_SCRIPT}",), distributions=("deepspeed",))
+        files=(f"scripts/{deepspeed_build.CHECK_SCRIPT}",), distributions=("deepspeed",), stage="deepspeed")
 
 
 def _pyspark(flavor: Flavor) -> BuildComponent:

@@ -34,6 +34,11 @@ RUNTIME_DISPATCH_OPS = frozenset({"deepspeed_shm_comm"})
 BUILD_DIR = "/tmp/build/deepspeed"
 CONSTRAINTS = "/tmp/build/deepspeed-constraints.txt"
 CHECK_SCRIPT = "check_deepspeed_ops.py"
+# A setuptools config (DIST_EXTRA_CONFIG) that builds the ops as parallel build_ext jobs, one a core: DeepSpeed
+# turns ninja off for prebuilt ops, so otherwise every op compiles after the other on one core. CPU flavors only: in
+# GPU flavors torch's BuildExtension swaps the compiler to nvcc for each .cu file on the one compiler object, which a
+# parallel job compiling C++ at that moment would pick up.
+PARALLEL_CONFIG = "/tmp/build/deepspeed-build-ext.cfg"
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,8 @@ class DeepSpeedBuild:
     env: dict[str, str]
     # The shell line (quoted) that stops the build unless every promised op is installed and portable.
     check_command: str
+    # PARALLEL_CONFIG where the ops may build in parallel, else None.
+    parallel_config: str | None = None
 
     @property
     def source_dir(self) -> str:
@@ -77,7 +84,8 @@ def deepspeed_build(flavor: Flavor) -> DeepSpeedBuild | None:
         env["CUDA_HOME"] = build.home
     if cuda_arch_list(flavor):
         env["TORCH_CUDA_ARCH_LIST"] = cuda_arch_list(flavor)
-    return DeepSpeedBuild(version=str(flavor.version("deepspeed")), env=env, check_command=_check_command(flavor, ops))
+    return DeepSpeedBuild(version=str(flavor.version("deepspeed")), env=env, check_command=_check_command(flavor, ops),
+                          parallel_config=None if build else PARALLEL_CONFIG)
 
 
 def _check_command(flavor: Flavor, ops: list[str]) -> str:

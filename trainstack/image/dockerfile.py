@@ -10,7 +10,7 @@ import jinja2
 
 from trainrun import image_contract
 from trainstack.image import naming, openmpi_defaults
-from trainstack.image.components import build_components
+from trainstack.image.components import BUILDER_STAGE, FRAMEWORKS_STAGE, build_components, builder_stages
 from trainstack.image.cuda_build import NVIDIA_LD_CONF
 from trainstack.image.matrix import REPO_ROOT, Flavor
 from trainstack.image.sources import SourceOptions
@@ -30,6 +30,9 @@ COMPILE_TOOLCHAIN_EXCLUDES = ["path-exclude /usr/lib/python3*/config-*/libpython
                               "path-exclude /usr/lib/gcc/*/lto1",
                               "path-exclude /usr/lib/*/lib*san.so*",
                               "path-exclude /usr/lib/gcc/*/lib*san*"]
+# A BuildKit build's pip steps keep pip's cache (downloads, wheels built from sdists) here between builds; it is in no
+# layer. The classic builder has no cache mounts: its builder stage sets PIP_NO_CACHE_DIR instead.
+PIP_CACHE_MOUNT = "--mount=type=cache,id=trainstack-pip,target=/root/.cache/pip "
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
 # The mtime of every file, link and folder in the image's own layers (2000-01-01T00:00:00Z: any constant does; zip
 # files can hold it), so that no layer records when it was built and two builds of the same inputs give the same one.
@@ -85,9 +88,12 @@ def labels(flavor: Flavor) -> dict[str, str]:
     }
 
 
-def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) -> str:
+def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions(), buildkit: bool = False) -> str:
+    """The flavor's Dockerfile; `buildkit`: for BuildKit, whose pip steps keep pip's cache in a cache mount (the same
+    layers either way)."""
     java_package = flavor.field("java", "apt_package")
-    components = build_components(flavor, sources)
+    components = build_components(flavor, sources, cache_mounts=buildkit)
+    stages = {stage.name: stage for stage in builder_stages(components)}
     context = {
         "flavor": flavor.name,
         "base_image": flavor.base_image,
@@ -97,7 +103,10 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions()) 
         "compile_toolchain_excludes": COMPILE_TOOLCHAIN_EXCLUDES,
         "notebook_dir": image_contract.NOTEBOOK_DIR,
         "ca_bundle": sources.ca_bundle is not None,
-        "components": components,
+        "frameworks_stage": stages.pop(FRAMEWORKS_STAGE),
+        "builder_stage": stages.pop(BUILDER_STAGE),
+        "compile_stages": list(stages.values()),
+        "pip_cache_mount": PIP_CACHE_MOUNT if buildkit else "",
         "headers_left_in_builder": [path for component in components for path in component.left_in_builder],
         "site_packages_cleanup": [line for component in components for line in component.site_packages_cleanup],
         "nvidia_ld_conf": NVIDIA_LD_CONF if flavor.gpu else None,

@@ -14,6 +14,8 @@ from trainstack.errors import bad_value
 from trainstack.image.matrix import Flavor
 
 BUILD_CA_PATH = "/tmp/build-ca/ca-bundle.crt"
+# Set in the builder's environment by a classic build (which has no cache mounts), so no layer keeps pip's cache.
+PIP_NO_CACHE_DIR = "PIP_NO_CACHE_DIR"
 # Machine-wide defaults for builds (./dev writes them to .trainstack.env).
 CA_BUNDLE_VARIABLE = "TRAINSTACK_CA_BUNDLE"
 WHEELHOUSE_VARIABLE = "TRAINSTACK_WHEELHOUSE"
@@ -57,7 +59,7 @@ def sources_for(flavor: Flavor, ca_bundle: str | None = None, wheelhouse: str | 
 
 
 def pip_source_env(sources: SourceOptions, flavor: Flavor) -> dict[str, str]:
-    env = {"PIP_NO_CACHE_DIR": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_FIND_LINKS": "/tmp/wheelhouse"}
+    env = {PIP_NO_CACHE_DIR: "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_FIND_LINKS": "/tmp/wheelhouse"}
     if sources.index_url:
         env["PIP_INDEX_URL"] = sources.index_url
     torch_index = flavor.field("torch", "index_url")

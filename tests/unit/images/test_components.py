@@ -9,15 +9,22 @@ import pytest
 from file_modules import load_file_module
 
 from trainstack.image.build_context import in_image, write_build_context
-from trainstack.image.components import FRAGMENTS_DIR, build_components
+from trainstack.image.components import (
+    BUILDER_STAGE,
+    FRAGMENTS_DIR,
+    FRAMEWORKS_STAGE,
+    INSTALL_FRAGMENT_SUFFIX,
+    build_components,
+    builder_stages,
+)
 from trainstack.image.dockerfile import BUILD_RECORD_PATH, IMAGE_ROOT, IMAGES_DIR, render_dockerfile
 from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, load_matrix
 from trainstack.image.sources import SourceOptions
 
 BUILD_ORDER = {
-    "cpu": ["venv", "frameworks", "horovod", "libraries", "deepspeed", "pyspark", "ray"],
-    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "horovod", "libraries", "deepspeed", "pyspark"],
-    "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "horovod", "libraries",
+    "cpu": ["venv", "frameworks", "libraries", "horovod", "deepspeed", "pyspark", "ray"],
+    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "libraries", "horovod", "deepspeed", "pyspark"],
+    "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "libraries", "horovod",
                  "pyspark"],
 }
 # Every flavor, and the GPU flavors with their other sources of nvcc.
@@ -37,7 +44,8 @@ def flavor(request, matrix):
 
 
 def builder_stage(dockerfile: str) -> str:
-    return dockerfile.split("# --- builder:")[1].split("# --- the image ---")[0]
+    """Every stage of the builder's, from frameworks to builder."""
+    return dockerfile.split("# --- frameworks:")[1].split("# --- the image ---")[0]
 
 
 @pytest.mark.parametrize("name", sorted(BUILD_ORDER))
@@ -65,7 +73,8 @@ def test_every_fragment_and_file_of_a_component_is_in_images(matrix):
                 assert (IMAGES_DIR / path).is_file(), f"{component.name}: {path}"
             for patch in component.patches:
                 assert (PATCHES_DIR / patch).is_file(), f"{component.name}: {patch}"
-    assert {path.stem for path in (IMAGES_DIR / FRAGMENTS_DIR).glob("*.j2")} == names  # no fragment left unused
+    fragments = names | {f"{name}{INSTALL_FRAGMENT_SUFFIX}" for name in ("horovod", "deepspeed")}
+    assert {path.stem for path in (IMAGES_DIR / FRAGMENTS_DIR).glob("*.j2")} == fragments  # none left unused
 
 
 def test_patches_agree_with_the_matrix(flavor):
@@ -141,3 +150,19 @@ def test_the_layers_named_here_are_those_the_builders_split_gives(matrix):
             for distribution in component.distributions:
                 assert (flavor.venv_layer_of(distribution).name
                         == script.layer_of(script.canonical(distribution), layers)), distribution
+
+
+@pytest.mark.parametrize("name", sorted(BUILD_ORDER))
+def test_the_compiled_components_build_in_stages_of_their_own_from_the_frameworks(matrix, name):
+    """Horovod and DeepSpeed compile in stages of their own, which BuildKit runs at once and beside the builder's
+    library installs; the builder copies each in after those installs, and a library pin recompiles neither."""
+    stages = builder_stages(build_components(matrix.flavor(name)))
+    compiled = [component for component in ("horovod", "deepspeed") if component in BUILD_ORDER[name]]
+    assert [stage.name for stage in stages] == [FRAMEWORKS_STAGE, *compiled, BUILDER_STAGE]
+    assert {stage.base for stage in stages[1:]} == {FRAMEWORKS_STAGE}
+    builder = [template for _, template in stages[-1].steps]
+    assert builder[:len(compiled) + 1] == [f"{FRAGMENTS_DIR}/libraries.j2",
+                                           *(f"{FRAGMENTS_DIR}/{component}-install.j2" for component in compiled)]
+    dockerfile = render_dockerfile(matrix.flavor(name))
+    for component in compiled:
+        assert f"COPY --from={component} /tmp/build/{component}-root/ /" in dockerfile

@@ -122,14 +122,19 @@ def test_deepspeed_is_built_in_the_builder_against_the_images_torch(matrix, name
     # The image gets DeepSpeed through the builder's venv, as a layer with Horovod; it names the version in a label.
     assert [line for line in image.splitlines() if "deepspeed" in line.lower()] == [
         "COPY --from=builder /tmp/build/venv-layers/horovod-deepspeed/ /", 'LABEL io.trainstack.deepspeed.version="0.19.8"']
-    install = builder[builder.index("RUN pip list --format=freeze"):builder.index("RUN python /tmp/build/scripts/check_deepspeed_ops.py")]
-    assert "pip download --no-deps --no-binary :all: deepspeed==0.19.8" in install
-    assert "patch -p1 < /tmp/build/patches/deepspeed-0.19.8-portable-cpu-ops.patch" in install
-    assert "PIP_CONSTRAINT=/tmp/build/deepspeed-constraints.txt pip install --no-build-isolation ." in install
-    # After Horovod and the libraries, before the builder drops the headers the ops compile against.
+    compile_stage = builder[builder.index("FROM frameworks AS deepspeed"):builder.index("# --- builder:")]
+    assert "pip download --no-deps --no-binary :all: deepspeed==0.19.8" in compile_stage
+    assert "patch -p1 < /tmp/build/patches/deepspeed-0.19.8-portable-cpu-ops.patch" in compile_stage
+    assert "pip install --no-build-isolation --no-deps --root /tmp/build/deepspeed-root ." in compile_stage
+    # Its dependencies in the builder, under the constraints of everything installed there; after Horovod and the
+    # libraries, before the builder drops the headers the ops compile against.
+    install = builder[builder.index("COPY --from=deepspeed"):builder.index("RUN python /tmp/build/scripts/check_deepspeed_ops.py")]
+    assert "PIP_CONSTRAINT=/tmp/build/deepspeed-constraints.txt pip install deepspeed==0.19.8" in install
     assert builder.index("horovodrun --check-build") < builder.index(install) < builder.index("# Left in the builder")
+    # CPU ops build as parallel build_ext jobs; GPU flavors' not (torch swaps the one compiler object to nvcc).
+    assert ("DIST_EXTRA_CONFIG=/tmp/build/deepspeed-build-ext.cfg" in compile_stage) == (name == "cpu")
     arch_list = "TORCH_CUDA_ARCH_LIST='7.0;7.5;8.0;8.6;9.0+PTX'"
-    assert (arch_list in install) == (name == "gpu")
+    assert (arch_list in compile_stage) == (name == "gpu")
 
 
 def test_jit_built_ops_go_to_a_folder_any_user_can_write(matrix):

@@ -7,6 +7,7 @@ from trainstack.image.build_context import write_build_context
 from trainstack.image.dockerfile import (
     IMAGE_ROOT,
     LAYER_MTIME,
+    PIP_CACHE_MOUNT,
     RUNTIME_OS_ROOT,
     STEP_END,
     STEP_START,
@@ -36,6 +37,22 @@ def test_cpu_dockerfile_behind_a_proxy_matches_golden(cpu, golden):
     golden("Dockerfile.cpu-proxy", render_dockerfile(cpu, PROXY_SOURCES))
 
 
+def test_cpu_dockerfile_for_buildkit_matches_golden(cpu, golden):
+    golden("Dockerfile.cpu-buildkit", render_dockerfile(cpu, PROXY_SOURCES, buildkit=True))
+
+
+def test_buildkit_keeps_pips_cache_in_a_cache_mount_and_the_image_stages_as_they_are(cpu):
+    """The same Dockerfile but for the builder's pip steps: each keeps pip's cache in a cache mount rather than
+    turning it off, so a rebuild's downloads come from there; the image's own stages do not change."""
+    classic, buildkit = render_dockerfile(cpu, PROXY_SOURCES), render_dockerfile(cpu, PROXY_SOURCES, buildkit=True)
+    assert 'ENV PIP_NO_CACHE_DIR="1"' in classic.split("# --- the image ---")[0]
+    assert 'ENV PIP_NO_CACHE_DIR="1"' not in buildkit.split("# --- the image ---")[0]
+    pip_steps = [line for line in instructions(buildkit.split("# --- the image ---")[0])
+                 if line.startswith("RUN ") and " pip " in f" {line} "]
+    assert pip_steps and all(line.startswith(f"RUN {PIP_CACHE_MOUNT}") for line in pip_steps)
+    assert buildkit.replace(PIP_CACHE_MOUNT, "") == classic.replace('ENV PIP_NO_CACHE_DIR="1"\n', "", 1)
+
+
 def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):
     dockerfile = render_dockerfile(cpu, PROXY_SOURCES)
     assert "COPY build-ca/ca-bundle.crt" in dockerfile
@@ -46,7 +63,7 @@ def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):
 
 def test_final_image_gets_only_torch_compiles_toolchain(cpu):
     dockerfile = render_dockerfile(cpu)
-    runtime_os, rest = dockerfile.split("# --- builder:")
+    runtime_os, rest = dockerfile.split("# --- frameworks:")
     assert "apt-get install" in runtime_os and "gcc" not in runtime_os  # the builder never rebuilds for the toolchain
     image = final_stage(dockerfile)
     installs = [line for line in image.splitlines() if "apt-get install" in line]
@@ -57,7 +74,7 @@ def test_final_image_gets_only_torch_compiles_toolchain(cpu):
 
 
 def test_torch_headers_stay_and_tensorflows_go(cpu):
-    builder = render_dockerfile(cpu).split("# --- builder:")[1].split("# --- the image ---")[0]
+    builder = render_dockerfile(cpu).split("# --- frameworks:")[1].split("# --- the image ---")[0]
     assert " && rm -rf tensorflow/include \\\n" in builder
 
 
@@ -162,7 +179,7 @@ def test_every_layer_of_the_image_is_made_the_same_in_every_build(name):
     # normalizes what the step changed since; a COPY writes a folder of normalized files into /, so that no folder
     # it makes carries the time of the build. The builder's steps reach the image only through such COPYs.
     dockerfile = render_dockerfile(load_matrix().flavor(name))
-    runtime_os = dockerfile.split("AS runtime-os")[1].split("# --- builder")[0]
+    runtime_os = dockerfile.split("AS runtime-os")[1].split("# --- frameworks")[0]
     for stage in (runtime_os, final_stage(dockerfile)):
         for instruction in instructions(stage):
             if instruction.startswith("RUN "):

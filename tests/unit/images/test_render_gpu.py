@@ -23,8 +23,8 @@ def matrix():
 
 
 def stages(dockerfile: str) -> tuple[str, str]:
-    """(builder stage, final stage) of a rendered Dockerfile."""
-    builder = dockerfile.split("AS builder")[1].split("# --- the image ---")[0]
+    """(the builder stages, from frameworks to builder; the final stage) of a rendered Dockerfile."""
+    builder = dockerfile.split("AS frameworks")[1].split("# --- the image ---")[0]
     return builder, dockerfile.split("# --- the image ---")[1]
 
 
@@ -142,7 +142,8 @@ def test_horovods_kernels_are_checked_for_every_architecture_after_its_build(mat
     check = (f"RUN python /tmp/build/scripts/check_cuda_kernels.py --cuobjdump {home}/bin/cuobjdump"
              " --architectures 70,75,80,86,89,90 /opt/venv/lib/python3.11/site-packages/horovod\n")
     builder, _ = stages(render_dockerfile(flavor))
-    assert builder.index("pip install --no-build-isolation .") < builder.index(check) < builder.index("horovodrun --check-build")
+    # In the builder, on Horovod as its stage compiled it.
+    assert builder.index("COPY --from=horovod") < builder.index(check) < builder.index("horovodrun --check-build")
 
 
 def test_cuda_13_flavor_names_no_architectures_and_gets_no_kernel_check(matrix):
