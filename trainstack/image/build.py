@@ -1,11 +1,14 @@
-"""Builds a flavor's image with the docker SDK (classic builder), verifies it, then tags it."""
+"""Builds a flavor's image, with BuildKit through a docker CLI that drives it or else with the classic builder through
+the docker SDK, verifies it, then tags it."""
 from __future__ import annotations
 
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -20,7 +23,7 @@ from trainstack import docker_client
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
 from trainstack.image.build_context import write_build_context
-from trainstack.image.build_timing import BuildSteps, StepTimer, record_build_steps
+from trainstack.image.build_timing import BuildKitStepTimer, BuildSteps, StepTimer, record_build_steps
 from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
@@ -55,8 +58,18 @@ SLIM_SCRIPT = f"{IMAGE_SCRIPTS_DIR}/slim_site_packages.py"
 PROXY_BUILD_ARGS = ("HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "FTP_PROXY", "ALL_PROXY")
 # A builder script's one-line explanation; the daemon colours stderr with ANSI escapes.
 SCRIPT_ERROR = re.compile(r"^(?:\x1b\[\d+m)?error: ([^\x1b\n]+)", re.MULTILINE)
-BUILDER_LINE = ("builder: classic, through the docker SDK's build API, on every machine: "
-                "BuildKit is not used by this build yet\n")
+# A line a step wrote, in BuildKit's plain progress: `#VERTEX SECONDS TEXT`.
+BUILDKIT_LOG_LINE = re.compile(r"#\d+ \d+\.\d+ (.*)")
+# `classic` or `buildkit` forces a builder; unset, the build takes BuildKit where a docker CLI here can drive it.
+BUILDER_VARIABLE = "TRAINSTACK_BUILDER"
+# The docker CLIs tried for BuildKit: the one on PATH, then Debian's docker.io.
+DOCKER_CLIS = ("docker", "/usr/bin/docker")
+# The CLI's `docker build` builds with BuildKit itself (DOCKER_BUILDKIT=1) up to 22.x; from 23.0 it needs the buildx
+# plugin, whose `buildx build --load` puts the image in the engine's store whichever buildx builder is selected.
+LAST_CLI_WITHOUT_BUILDX = 22
+# The first engine with BuildKit, on Linux.
+BUILDKIT_ENGINE = (18, 9)
+CLI_VERSION = re.compile(r"Docker version (\d+)\.(\d+)\S*")
 
 
 @dataclass(frozen=True)
@@ -85,16 +98,20 @@ def build_image(
         check_published(flavor, sources, must_check)
     client = docker_client.connect()
     _ensure_base_image(client, flavor.base_image)
-    context = write_build_context(flavor, sources, BUILD_DIR / flavor.name)
-    progress(BUILDER_LINE)
-    timer = StepTimer()
+    builder = choose_builder(client)
+    context = write_build_context(flavor, sources, BUILD_DIR / flavor.name, buildkit=builder.buildkit)
+    progress(builder.line())
+    timer = BuildKitStepTimer((context / "Dockerfile").read_text()) if builder.buildkit else StepTimer()
 
     def timed_progress(text: str) -> None:
         timer.observe(text)
         progress(text)
 
-    image_id = run_build(client, context, no_cache, timed_progress)
-    steps = BuildSteps(timer.finish())
+    if builder.buildkit:
+        image_id = run_buildkit_build(builder, context, no_cache, timed_progress)
+    else:
+        image_id = run_build(client, context, no_cache, timed_progress)
+    steps = BuildSteps(timer.finish(), timer.elapsed_s, timer.builder, timer.cpu_time)
     record_build_steps(flavor.name, steps)
     try:
         manifest = verify_image(client, image_id, flavor)
@@ -174,7 +191,92 @@ def _cuda_stack_problems(client: docker.DockerClient, image: str, flavor: Flavor
     return [f"in the image: {problem}" for problem in cuda_stack_mismatches(flavor, json.loads(report))]
 
 
+@dataclass(frozen=True)
+class Builder:
+    """The builder a build gets, and why: BuildKit through `cli` (`buildx` where that CLI needs its plugin), or the
+    classic builder through the docker SDK."""
+
+    buildkit: bool
+    why: str
+    cli: str | None = None
+    buildx: bool = False
+
+    def line(self) -> str:
+        how = f"BuildKit, through {self.cli}" if self.buildkit else "classic, through the docker SDK"
+        return f"builder: {how}: {self.why}\n"
+
+
+def choose_builder(client: docker.DockerClient) -> Builder:
+    """BuildKit where the engine has it and a docker CLI here drives it (TRAINSTACK_BUILDER=classic|buildkit
+    forces one); else the classic builder, which builds the same layers one stage after another."""
+    forced = os.environ.get(BUILDER_VARIABLE)
+    if forced not in (None, "", "classic", "buildkit"):
+        raise TrainstackError(f"${BUILDER_VARIABLE} = {forced!r}: expected classic or buildkit")
+    if forced == "classic":
+        return Builder(False, f"${BUILDER_VARIABLE}=classic")
+    engine = client.version()
+    engine_version = tuple(int(part) for part in re.findall(r"\d+", engine.get("Version", "0.0"))[:2])
+    if engine.get("Os") != "linux" or engine_version < BUILDKIT_ENGINE:
+        reason = f"the engine ({engine.get('Version')} on {engine.get('Os')}) has no BuildKit"
+    else:
+        found = []
+        for cli in dict.fromkeys(path for path in map(shutil.which, DOCKER_CLIS) if path):
+            version = _cli_version(cli)
+            if version is None:
+                continue
+            if version[0] <= LAST_CLI_WITHOUT_BUILDX:
+                return Builder(True, f"docker {'.'.join(map(str, version))} with DOCKER_BUILDKIT=1 (engine "
+                                     f"{engine['Version']}): independent stages build at once, pip's downloads come "
+                                     "from a cache mount", cli)
+            if subprocess.run([cli, "buildx", "version"], capture_output=True).returncode == 0:
+                return Builder(True, f"docker {'.'.join(map(str, version))} with buildx (engine {engine['Version']}): "
+                                     "independent stages build at once, pip's downloads come from a cache mount",
+                               cli, buildx=True)
+            found.append(f"{cli} is docker {'.'.join(map(str, version))} without the buildx plugin")
+        reason = "; ".join(found) or "no docker CLI found"
+        reason += f" (BuildKit needs a CLI up to {LAST_CLI_WITHOUT_BUILDX}.x or buildx)"
+    if forced == "buildkit":
+        raise TrainstackError(f"${BUILDER_VARIABLE}=buildkit: {reason}")
+    return Builder(False, f"{reason}; the stages build one after another")
+
+
+def _cli_version(cli: str) -> tuple[int, int] | None:
+    answer = subprocess.run([cli, "--version"], capture_output=True, text=True)
+    found = CLI_VERSION.match(answer.stdout.strip())
+    return (int(found[1]), int(found[2])) if answer.returncode == 0 and found else None
+
+
+def run_buildkit_build(builder: Builder, context: Path, no_cache: bool, progress: Callable[[str], None]) -> str:
+    """Builds the context with BuildKit through the builder's CLI, its plain progress passed to `progress` line by
+    line; returns the image ID."""
+    with tempfile.TemporaryDirectory(prefix="trainstack-build-") as scratch:
+        iidfile = Path(scratch) / "image-id"
+        command = [builder.cli, *(["buildx", "build", "--load"] if builder.buildx else ["build"]),
+                   "--progress=plain", "--iidfile", str(iidfile), *(["--no-cache"] if no_cache else []),
+                   *(argument for label in _build_labels().items() for argument in ("--label", "=".join(label))),
+                   # A name without a value: the CLI passes the variable's value from its environment.
+                   *(argument for name in PROXY_BUILD_ARGS if os.environ.get(name)
+                     for argument in ("--build-arg", name)),
+                   str(context)]
+        explanation = failure = None
+        with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              env={**os.environ, "DOCKER_BUILDKIT": "1"}) as build:
+            assert build.stdout is not None
+            for line in build.stdout:
+                progress(line)
+                written = BUILDKIT_LOG_LINE.match(line)
+                if written:
+                    explanation = next(iter(SCRIPT_ERROR.findall(written[1])), explanation)
+                elif line.lower().startswith(("error:", "failed to solve")):
+                    failure = line.strip()
+        if build.returncode != 0:
+            failure = failure or f"{builder.cli} build exited with {build.returncode}"
+            raise TrainstackError(f"build: {explanation}\n  ({failure})" if explanation else f"build: {failure}")
+        return iidfile.read_text().strip()
+
+
 def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progress: Callable[[str], None]) -> str:
+    """Builds the context with the classic builder through the docker SDK; returns the image ID."""
     image_id = None
     # The builder's scripts explain a failure on one line starting so; docker's own error only gives the exit code.
     explanation = None

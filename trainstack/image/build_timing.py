@@ -1,7 +1,11 @@
-"""Where a build's time goes: each Dockerfile step's wall and CPU time, read from the classic builder's stream as it
-arrives (a step starts at its `Step N/M : INSTRUCTION` line and ends where the next one starts or the stream ends;
-a cached step says ` ---> Using cache`), and from them the stages, what each step waits on, the critical path, the
-slowest steps, the record benchmarks/results/image_build.json keeps and the build's summary line."""
+"""Where a build's time goes: each Dockerfile step's wall and CPU time, read from the build's output as it arrives,
+and from them the stages, what each step waits on, the critical path, the slowest steps, the record
+benchmarks/results/image_build.json keeps and the build's summary line.
+
+The classic builder's stream (StepTimer): a step starts at its `Step N/M : INSTRUCTION` line and ends where the next
+one starts or the stream ends; a cached step says ` ---> Using cache`. BuildKit's plain progress (BuildKitStepTimer):
+a step is a vertex `#V [STAGE I/N] INSTRUCTION`, ending at `#V DONE SECONDS` (or `#V CACHED`), several at once; the
+Dockerfile tells which step each is, so both builders' records number steps alike."""
 from __future__ import annotations
 
 import json
@@ -26,11 +30,18 @@ SUMMARY_SHOWN = 3
 INSTRUCTION_SHOWN = 100
 SHORT_INSTRUCTION = 60
 CPU_TIME_SOURCE = "the host's busy CPU seconds while the step ran (/proc/stat: user, nice, system, irq, softirq)"
+BUILDKIT_CPU_TIME_SOURCE = (CPU_TIME_SOURCE + ", shared equally among the steps running at the same time")
 
 STEP_LINE = re.compile(r"Step (\d+)/\d+ : (.*)")
 CACHED_LINE = "---> Using cache"
 FROM_INSTRUCTION = re.compile(r"FROM\s+(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?", re.IGNORECASE)
 COPY_FROM = re.compile(r"^(?:COPY|ADD)\s.*--from=(\S+)", re.IGNORECASE)
+# BuildKit's plain progress: a vertex's name (a Dockerfile step is `[STAGE I/N] INSTRUCTION`), its end, its cache hit.
+BUILDKIT_STEP = re.compile(r"#(\d+) \[(\S+)\s+(\d+)/(\d+)\] (.*)")
+BUILDKIT_DONE = re.compile(r"#(\d+) DONE (\d+(?:\.\d+)?)s")
+BUILDKIT_END = re.compile(r"#(\d+) (CACHED|ERROR)\b")
+# The instructions BuildKit shows as vertices: every other one only changes the image's config.
+BUILDKIT_VERTEX_INSTRUCTIONS = ("RUN", "COPY", "ADD", "WORKDIR")
 _USER_HZ = os.sysconf("SC_CLK_TCK")
 
 
@@ -54,21 +65,42 @@ class TimedStep:
     cached: bool
 
 
-class StepTimer:
-    """Fed the build's stream chunk by chunk (observe), gives each step's times once the stream has ended (finish)."""
+class _LineTimer:
+    """Fed the build's output chunk by chunk (observe), read line by line; its elapsed time runs from its creation."""
 
-    def __init__(self, wall_clock: Callable[[], float] = time.monotonic,
-                 cpu_clock: Callable[[], float] = host_cpu_seconds):
+    def __init__(self, wall_clock: Callable[[], float], cpu_clock: Callable[[], float]):
         self._wall_clock, self._cpu_clock = wall_clock, cpu_clock
         self._pending = ""
-        # (number, instruction, wall at its start, cpu at its start, cached)
-        self._started: list[tuple[int, str, float, float, bool]] = []
+        self._created = wall_clock()
+        self.elapsed_s = 0.0
 
     def observe(self, text: str) -> None:
         lines = (self._pending + text).split("\n")
         self._pending = lines.pop()
         for line in lines:
             self._read(line)
+
+    def _read(self, line: str) -> None:
+        raise NotImplementedError
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._read(self._pending)
+            self._pending = ""
+        self.elapsed_s = round(self._wall_clock() - self._created, 3)
+
+
+class StepTimer(_LineTimer):
+    """The classic builder's stream; gives each step's times once the stream has ended (finish)."""
+
+    builder = "classic"
+    cpu_time = CPU_TIME_SOURCE
+
+    def __init__(self, wall_clock: Callable[[], float] = time.monotonic,
+                 cpu_clock: Callable[[], float] = host_cpu_seconds):
+        super().__init__(wall_clock, cpu_clock)
+        # (number, instruction, wall at its start, cpu at its start, cached)
+        self._started: list[tuple[int, str, float, float, bool]] = []
 
     def _read(self, line: str) -> None:
         step = STEP_LINE.fullmatch(line.strip())
@@ -78,12 +110,110 @@ class StepTimer:
             self._started[-1] = (*self._started[-1][:4], True)
 
     def finish(self) -> list[TimedStep]:
-        if self._pending:
-            self._read(self._pending)
-            self._pending = ""
+        self._flush()
         ends = [(wall, cpu) for _, _, wall, cpu, _ in self._started[1:]] + [(self._wall_clock(), self._cpu_clock())]
         return [TimedStep(number, instruction, round(end_wall - wall, 3), round(end_cpu - cpu, 3), cached)
                 for (number, instruction, wall, cpu, cached), (end_wall, end_cpu) in zip(self._started, ends)]
+
+
+def dockerfile_instructions(dockerfile: str) -> list[str]:
+    """A Dockerfile's instructions in order, each on one line (continuations joined; comments and blank lines
+    left out): step N of a classic build is the Nth."""
+    instructions: list[str] = []
+    continued = False
+    for line in dockerfile.splitlines():
+        stripped = line.strip()
+        if not stripped or stripped.startswith("#"):
+            continue
+        if continued:
+            instructions[-1] += " " + stripped
+        else:
+            instructions.append(stripped)
+        continued = instructions[-1].endswith("\\")
+        if continued:
+            instructions[-1] = instructions[-1][:-1].rstrip()
+    return instructions
+
+
+def buildkit_steps(instructions: list[str]) -> dict[tuple[str, int], int]:
+    """{(BuildKit's name of a stage, the vertex's I in it): step number}: BuildKit numbers a stage's RUN, COPY, ADD
+    and WORKDIR steps from 1, and its FROM first when that names an image rather than an earlier stage; a stage
+    without a name is `stage-INDEX`."""
+    steps: dict[tuple[str, int], int] = {}
+    stage_names: set[str] = set()
+    stage, index, stage_count = "", 0, 0
+    for number, instruction in enumerate(instructions, start=1):
+        keyword = instruction.split(maxsplit=1)[0].upper()
+        from_instruction = FROM_INSTRUCTION.match(instruction)
+        if from_instruction:
+            stage = from_instruction[2] or f"stage-{stage_count}"
+            stage_count += 1
+            index = 0
+            if from_instruction[1] not in stage_names:
+                index = 1
+                steps[(stage, index)] = number
+            stage_names.add(stage)
+        elif keyword in BUILDKIT_VERTEX_INSTRUCTIONS:
+            index += 1
+            steps[(stage, index)] = number
+    return steps
+
+
+class BuildKitStepTimer(_LineTimer):
+    """BuildKit's plain progress, whose steps overlap: each step's wall time is the one BuildKit gives it (its
+    DONE), its CPU time the host's busy CPU seconds shared equally among the steps running at each moment. Steps
+    that are no vertex (ENV, LABEL, FROM of a stage, ...) take no time, and are cached as the step before them; a
+    FROM of an image is never a cached step (BuildKit says CACHED for a base image it has, as the classic builder
+    says nothing)."""
+
+    builder = "buildkit"
+    cpu_time = BUILDKIT_CPU_TIME_SOURCE
+
+    def __init__(self, dockerfile: str, wall_clock: Callable[[], float] = time.monotonic,
+                 cpu_clock: Callable[[], float] = host_cpu_seconds):
+        super().__init__(wall_clock, cpu_clock)
+        self._instructions = dockerfile_instructions(dockerfile)
+        self._steps = buildkit_steps(self._instructions)
+        self._step_of_vertex: dict[int, int] = {}
+        self._started: dict[int, float] = {}
+        self._wall: dict[int, float] = {}
+        self._cpu: dict[int, float] = {}
+        self._cached: set[int] = set()
+        self._running: set[int] = set()
+        self._last_cpu = cpu_clock()
+
+    def _read(self, line: str) -> None:
+        cpu = self._cpu_clock()
+        for number in self._running:
+            self._cpu[number] = self._cpu.get(number, 0.0) + (cpu - self._last_cpu) / len(self._running)
+        self._last_cpu = cpu
+        started, done, ended = BUILDKIT_STEP.match(line), BUILDKIT_DONE.match(line), BUILDKIT_END.match(line)
+        if started and int(started[1]) not in self._step_of_vertex:
+            number = self._steps.get((started[2], int(started[3])))
+            if number is not None:
+                self._step_of_vertex[int(started[1])] = number
+                self._started[number] = self._wall_clock()
+                self._running.add(number)
+        elif (done or ended) and int((done or ended)[1]) in self._step_of_vertex:
+            number = self._step_of_vertex[int((done or ended)[1])]
+            self._running.discard(number)
+            if done:
+                self._wall[number] = float(done[2])
+            else:
+                self._wall[number] = round(self._wall_clock() - self._started[number], 3)
+                if ended[2] == "CACHED":
+                    self._cached.add(number)
+
+    def finish(self) -> list[TimedStep]:
+        self._flush()
+        steps: list[TimedStep] = []
+        cached = False
+        for number, instruction in enumerate(self._instructions, start=1):
+            if number in self._started:
+                cached = number in self._cached and not FROM_INSTRUCTION.match(instruction)
+            steps.append(TimedStep(number, instruction, round(self._wall.get(number, 0.0), 3),
+                                   round(self._cpu.get(number, 0.0), 3), cached))
+        return steps
 
 
 @dataclass(frozen=True)
@@ -97,9 +227,13 @@ class StepInStage:
 
 
 class BuildSteps:
-    """A build's timed steps placed in their stages, and what follows from their waits."""
+    """A build's timed steps placed in their stages, and what follows from their waits; `elapsed_s`: the build's own
+    wall time, less than the steps' sum where they overlap."""
 
-    def __init__(self, steps: list[TimedStep]):
+    def __init__(self, steps: list[TimedStep], elapsed_s: float | None = None, builder: str = StepTimer.builder,
+                 cpu_time: str = CPU_TIME_SOURCE):
+        self.elapsed_s = elapsed_s if elapsed_s is not None else round(sum(step.wall_s for step in steps), 3)
+        self.builder, self.cpu_time = builder, cpu_time
         self.steps = _in_stages(steps)
         self.by_number = {placed.step.number: placed for placed in self.steps}
         self.stages: dict[str, list[int]] = {}
@@ -154,7 +288,8 @@ class BuildSteps:
         """What benchmarks/results/image_build.json keeps of the build."""
         path = self.critical_path()
         return {
-            "wall_s": round(self.wall_s, 1), "cpu_s": round(self.cpu_s, 1), "cpu_time": CPU_TIME_SOURCE,
+            "builder": self.builder, "elapsed_s": round(self.elapsed_s, 1),
+            "wall_s": round(self.wall_s, 1), "cpu_s": round(self.cpu_s, 1), "cpu_time": self.cpu_time,
             "step_count": len(self.steps), "cached_steps": self.cached,
             "stages": {stage: {"steps": _step_range(numbers), "wall_s": self._total(numbers, "wall_s"),
                                "cpu_s": self._total(numbers, "cpu_s")} for stage, numbers in self.stages.items()},
@@ -175,7 +310,8 @@ class BuildSteps:
             f"{placed.step.number} {shortened(placed.step.instruction, SHORT_INSTRUCTION)}: {placed.step.wall_s:.0f} s"
             for placed in self.slowest(SUMMARY_SHOWN))
         cached = f" ({self.cached} of {len(self.steps)} steps cached)" if self.cached else ""
-        return (f"build: {self.wall_s:.0f} s wall, {self.cpu_s:.0f} s CPU{cached}; critical path "
+        return (f"build ({self.builder}): {self.elapsed_s:.0f} s, {self.wall_s:.0f} s of steps, {self.cpu_s:.0f} s CPU"
+                f"{cached}; critical path "
                 f"{sum(placed.step.wall_s for placed in path):.0f} s ({segments}); slowest steps: {slowest}")
 
     def _total(self, numbers: list[int], field: str) -> float:

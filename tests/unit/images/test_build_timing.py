@@ -1,6 +1,8 @@
-"""Each step's times from the classic builder's stream (trainstack.image.build_timing): a recorded cold build of the
-cpu image replayed chunk by chunk with the clocks' readings as they were when each chunk arrived
-(fixtures/build-stream-cpu.jsonl), its record and summary line golden; and the stream's odd cases by hand."""
+"""Each step's times from the classic builder's stream and from BuildKit's plain progress
+(trainstack.image.build_timing): recorded cold builds of the cpu image replayed chunk by chunk with the clocks'
+readings as they were when each chunk arrived (fixtures/build-stream-cpu.jsonl, classic;
+fixtures/buildkit-progress-cpu.jsonl with its Dockerfile, BuildKit), their records and summary lines golden; and the
+odd cases by hand."""
 from __future__ import annotations
 
 import json
@@ -9,8 +11,11 @@ from pathlib import Path
 from trainstack.image.build_timing import (
     COLD_BUILD_STEPS,
     REBUILD_STEPS,
+    BuildKitStepTimer,
     BuildSteps,
     StepTimer,
+    buildkit_steps,
+    dockerfile_instructions,
     host_cpu_seconds,
     record_build_steps,
     shortened,
@@ -88,7 +93,8 @@ def test_the_critical_path_runs_through_the_longest_wait():
         {"stage": "compiler", "steps": "steps 3-4", "wall_s": 101.0},
         {"stage": "stage 2", "steps": "step 7", "wall_s": 6.0}]}
     assert steps.summary() == (
-        "build: 120 s wall, 220 s CPU (1 of 7 steps cached); critical path 109 s (base steps 1-2, compiler steps 3-4, "
+        "build (classic): 120 s, 120 s of steps, 220 s CPU (1 of 7 steps cached); critical path 109 s "
+        "(base steps 1-2, compiler steps 3-4, "
         "stage 2 step 7); slowest steps: 4 RUN make -j2 \\: 100 s; 6 RUN useradd trainer: 10 s; "
         "7 COPY --chown=trainer --from=1 /out /opt: 6 s")
 
@@ -116,3 +122,64 @@ def test_the_host_cpu_clock_counts_up():
     first = host_cpu_seconds()
     sum(range(2_000_000))
     assert host_cpu_seconds() >= first > 0
+
+
+SMALL_DOCKERFILE = """\
+# a comment
+FROM debian:bookworm-slim AS base
+ENV A=1
+RUN apt-get update \\
+ && apt-get install -y make
+FROM base AS compiler
+RUN make -j2
+FROM base AS tools
+WORKDIR /w
+RUN make tools
+FROM base
+COPY --from=compiler /out /opt
+LABEL b=2
+"""
+
+
+def test_buildkit_numbers_a_stages_vertices_and_the_classic_builder_every_instruction():
+    instructions = dockerfile_instructions(SMALL_DOCKERFILE)
+    assert instructions[2] == "RUN apt-get update && apt-get install -y make"
+    assert len(instructions) == 11
+    # A FROM of an earlier stage is no vertex; an unnamed stage is stage-INDEX.
+    assert buildkit_steps(instructions) == {("base", 1): 1, ("base", 2): 3, ("compiler", 1): 5, ("tools", 1): 7,
+                                            ("tools", 2): 8, ("stage-3", 1): 10}
+
+
+# (wall clock, CPU clock, line): compiler and tools overlap from 10 s to 40 s; BuildKit pads stage names.
+SMALL_BUILDKIT = [
+    (0, 0, "#1 [internal] load build definition from Dockerfile\n"),
+    (0, 0, "#4 [base 1/2] FROM docker.io/library/debian:bookworm-slim\n"), (0, 0, "#4 CACHED\n"),
+    (1, 1, "#5 [base 2/2] RUN apt-get update  && apt-get install -y make\n"), (9, 9, "#5 DONE 8.0s\n"),
+    (10, 9, "#6 [compiler 1/1] RUN make -j2\n"), (10, 9, "#7 [tools    1/2] WORKDIR /w\n"),
+    (10, 9, "#7 CACHED\n"), (10, 9, "#8 [tools    2/2] RUN make tools\n"),
+    (40, 69, "#6 12.3 error: not really\n"), (40, 69, "#8 DONE 30.0s\n"), (50, 89, "#6 DONE 40.0s\n"),
+    (50, 89, "#9 [stage-3 1/1] COPY --from=compiler /out /opt\n"), (51, 90, "#9 DONE 1.0s\n"),
+    (53, 91, "#10 exporting to image\n"), (55, 91, "#10 DONE 2.0s\n"),
+]
+
+
+def replay_buildkit(dockerfile: str, lines: list[tuple[float, float, str]]) -> BuildSteps:
+    now = [0.0, 0.0]
+    timer = BuildKitStepTimer(dockerfile, lambda: now[0], lambda: now[1])
+    for wall, cpu, text in lines:
+        now[:] = [wall, cpu]
+        timer.observe(text)
+    return BuildSteps(timer.finish(), timer.elapsed_s, timer.builder, timer.cpu_time)
+
+
+def test_buildkit_steps_take_its_times_and_share_the_cpu_of_the_steps_running_at_once():
+    steps = replay_buildkit(SMALL_DOCKERFILE, SMALL_BUILDKIT)
+    figures = {placed.step.number: (placed.step.wall_s, placed.step.cpu_s, placed.step.cached)
+               for placed in steps.steps}
+    assert figures == {1: (0, 0, False), 2: (0, 0, False), 3: (8, 8, False), 4: (0, 0, False),
+                       5: (40, 50, False), 6: (0, 0, False), 7: (0, 0, True), 8: (30, 30, False),
+                       9: (0, 0, False), 10: (1, 1, False), 11: (0, 0, False)}
+    assert steps.elapsed_s == 55 and steps.wall_s == 79
+    assert [placed.step.number for placed in steps.critical_path()] == [1, 2, 3, 4, 5, 10]
+    assert steps.summary().startswith("build (buildkit): 55 s, 79 s of steps, 89 s CPU (1 of 11 steps cached); ")
+    assert steps.record()["cpu_time"].endswith("shared equally among the steps running at the same time")

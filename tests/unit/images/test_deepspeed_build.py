@@ -128,7 +128,7 @@ def test_deepspeed_is_built_in_the_builder_against_the_images_torch(matrix, name
     assert "pip install --no-build-isolation --no-deps --root /tmp/build/deepspeed-root ." in compile_stage
     # Its dependencies in the builder, under the constraints of everything installed there; after Horovod and the
     # libraries, before the builder drops the headers the ops compile against.
-    install = builder[builder.index("COPY --from=deepspeed"):builder.index("RUN python /tmp/build/scripts/check_deepspeed_ops.py")]
+    install = builder[builder.index("COPY --from=deepspeed"):builder.index("RUN python /tmp/build/scripts/check_deepspeed")]
     assert "PIP_CONSTRAINT=/tmp/build/deepspeed-constraints.txt pip install deepspeed==0.19.8" in install
     assert builder.index("horovodrun --check-build") < builder.index(install) < builder.index("# Left in the builder")
     # CPU ops build as parallel build_ext jobs; GPU flavors' not (torch swaps the one compiler object to nvcc).

@@ -144,6 +144,7 @@ def test_a_build_checks_its_sources_once(monkeypatch, tmp_path):
     for module in (sources, build, build_context):  # wherever a caller may have imported it by name
         monkeypatch.setattr(module, "check_sources", counted, raising=False)
     monkeypatch.setattr(build, "BUILD_DIR", tmp_path)
+    monkeypatch.setenv(build.BUILDER_VARIABLE, "classic")
     monkeypatch.setattr(docker_client, "connect", lambda: object())
     monkeypatch.setattr(build, "_ensure_base_image", lambda client, base: None)
 
