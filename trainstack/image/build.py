@@ -23,7 +23,17 @@ from trainstack import docker_client
 from trainstack.console import report as progress
 from trainstack.errors import TrainstackError
 from trainstack.image.build_context import write_build_context
-from trainstack.image.build_timing import BuildKitStepTimer, BuildSteps, StepTimer, record_build_steps
+from trainstack.image.build_timing import (
+    BUILDKIT_CPU_TIME_SOURCE,
+    BuildKitStepTimer,
+    BuildSteps,
+    StepTimer,
+    dockerfile_instructions,
+    merged_phases,
+    record_build_steps,
+)
+from trainstack.image.components import BUILDER_STAGE
+from trainstack.image.dockerfile import BUILDER_IMAGE, IMAGE_STAGES_DOCKERFILE
 from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
@@ -101,17 +111,12 @@ def build_image(
     builder = choose_builder(client)
     context = write_build_context(flavor, sources, BUILD_DIR / flavor.name, buildkit=builder.buildkit)
     progress(builder.line())
-    timer = BuildKitStepTimer((context / "Dockerfile").read_text()) if builder.buildkit else StepTimer()
-
-    def timed_progress(text: str) -> None:
-        timer.observe(text)
-        progress(text)
-
     if builder.buildkit:
-        image_id = run_buildkit_build(builder, context, no_cache, timed_progress)
+        image_id, steps = _build_in_two_phases(client, builder, context, flavor.name, no_cache, progress)
     else:
-        image_id = run_build(client, context, no_cache, timed_progress)
-    steps = BuildSteps(timer.finish(), timer.elapsed_s, timer.builder, timer.cpu_time)
+        timer = StepTimer()
+        image_id = run_build(client, context, no_cache, _timed(timer, progress))
+        steps = BuildSteps(timer.finish(), timer.elapsed_s, timer.builder, timer.cpu_time)
     record_build_steps(flavor.name, steps)
     try:
         manifest = verify_image(client, image_id, flavor)
@@ -128,6 +133,31 @@ def build_image(
         repository, _, name = tag.rpartition(":")
         image.tag(repository, name)
     return BuiltImage(image_id, tags, manifest, steps)
+
+
+def _timed(timer: StepTimer | BuildKitStepTimer, progress: Callable[[str], None]) -> Callable[[str], None]:
+    def timed_progress(text: str) -> None:
+        timer.observe(text)
+        progress(text)
+    return timed_progress
+
+
+def _build_in_two_phases(client: docker.DockerClient, builder: Builder, context: Path, flavor: str, no_cache: bool,
+                         progress: Callable[[str], None]) -> tuple[str, BuildSteps]:
+    """The builder stages with BuildKit, tagged BUILDER_IMAGE, then the image's own stages from it with the classic
+    builder (dockerfile.BUILDER_IMAGE says why); the image's ID and both phases' steps as one build's."""
+    dockerfile = dockerfile_instructions((context / "Dockerfile").read_text())
+    builder_timer = BuildKitStepTimer((context / "Dockerfile").read_text())
+    run_buildkit_build(builder, context, no_cache, _timed(builder_timer, progress), target=BUILDER_STAGE,
+                       tag=BUILDER_IMAGE.format(flavor=flavor))
+    builder_steps = builder_timer.finish()
+    image_timer = StepTimer()
+    image_id = run_build(client, context, no_cache, _timed(image_timer, progress), IMAGE_STAGES_DOCKERFILE)
+    steps = merged_phases(dockerfile, [
+        (dockerfile, builder_steps),
+        (dockerfile_instructions((context / IMAGE_STAGES_DOCKERFILE).read_text()), image_timer.finish())])
+    return image_id, BuildSteps(steps, builder_timer.elapsed_s + image_timer.elapsed_s, f"{builder_timer.builder} "
+                                f"({BUILDER_STAGE} stages), then {image_timer.builder}", BUILDKIT_CPU_TIME_SOURCE)
 
 
 def published_names(image_name: str, manifest: dict) -> list[str]:
@@ -202,7 +232,8 @@ class Builder:
     buildx: bool = False
 
     def line(self) -> str:
-        how = f"BuildKit, through {self.cli}" if self.buildkit else "classic, through the docker SDK"
+        how = (f"BuildKit through {self.cli} for the builder stages, then classic for the image's own"
+               if self.buildkit else "classic, through the docker SDK")
         return f"builder: {how}: {self.why}\n"
 
 
@@ -246,14 +277,15 @@ def _cli_version(cli: str) -> tuple[int, int] | None:
     return (int(found[1]), int(found[2])) if answer.returncode == 0 and found else None
 
 
-def run_buildkit_build(builder: Builder, context: Path, no_cache: bool, progress: Callable[[str], None]) -> str:
-    """Builds the context with BuildKit through the builder's CLI, its plain progress passed to `progress` line by
-    line; returns the image ID."""
+def run_buildkit_build(builder: Builder, context: Path, no_cache: bool, progress: Callable[[str], None], target: str,
+                       tag: str) -> str:
+    """Builds the context's Dockerfile up to stage `target` with BuildKit through the builder's CLI, tagged `tag`, its
+    plain progress passed to `progress` line by line; returns the image ID."""
     with tempfile.TemporaryDirectory(prefix="trainstack-build-") as scratch:
         iidfile = Path(scratch) / "image-id"
         command = [builder.cli, *(["buildx", "build", "--load"] if builder.buildx else ["build"]),
-                   "--progress=plain", "--iidfile", str(iidfile), *(["--no-cache"] if no_cache else []),
-                   *(argument for label in _build_labels().items() for argument in ("--label", "=".join(label))),
+                   "--progress=plain", "--iidfile", str(iidfile), "--target", target, "--tag", tag,
+                   *(["--no-cache"] if no_cache else []),
                    # A name without a value: the CLI passes the variable's value from its environment.
                    *(argument for name in PROXY_BUILD_ARGS if os.environ.get(name)
                      for argument in ("--build-arg", name)),
@@ -275,14 +307,15 @@ def run_buildkit_build(builder: Builder, context: Path, no_cache: bool, progress
         return iidfile.read_text().strip()
 
 
-def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progress: Callable[[str], None]) -> str:
-    """Builds the context with the classic builder through the docker SDK; returns the image ID."""
+def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progress: Callable[[str], None],
+              dockerfile: str = "Dockerfile") -> str:
+    """Builds the context's `dockerfile` with the classic builder through the docker SDK; returns the image ID."""
     image_id = None
     # The builder's scripts explain a failure on one line starting so; docker's own error only gives the exit code.
     explanation = None
     stream = client.api.build(
         path=str(context),
-        dockerfile="Dockerfile",
+        dockerfile=dockerfile,
         rm=True,
         forcerm=True,
         nocache=no_cache,

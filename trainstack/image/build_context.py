@@ -17,7 +17,9 @@ from trainstack.image.dockerfile import (
     ABSENT_PACKAGES_PTH,
     EXAMPLES_PTH,
     BUILD_RECORD_PATH,
+    BUILDER_IMAGE,
     IMAGE_ROOT,
+    IMAGE_STAGES_DOCKERFILE,
     IMAGES_DIR,
     LAYER_MTIME,
     REPRODUCIBLE_LAYER_SCRIPT,
@@ -34,12 +36,16 @@ from trainstack.image.sources import SourceOptions
 
 
 def write_build_context(flavor: Flavor, sources: SourceOptions, out_dir: Path, buildkit: bool = False) -> Path:
-    """Writes the rendered Dockerfile (for BuildKit where `buildkit`) and everything it copies into out_dir (replaced
-    if present), for sources that sources.check_sources has passed."""
+    """Writes the rendered Dockerfile and everything it copies into out_dir (replaced if present), for sources that
+    sources.check_sources has passed; where `buildkit`, that Dockerfile is BuildKit's and IMAGE_STAGES_DOCKERFILE, the
+    image's stages from BUILDER_IMAGE, is written beside it."""
     if out_dir.exists():
         shutil.rmtree(out_dir)
     out_dir.mkdir(parents=True)
     (out_dir / "Dockerfile").write_text(render_dockerfile(flavor, sources, buildkit))
+    if buildkit:
+        (out_dir / IMAGE_STAGES_DOCKERFILE).write_text(
+            render_dockerfile(flavor, sources, builder_image=BUILDER_IMAGE.format(flavor=flavor.name)))
     components = build_components(flavor, sources)
     (out_dir / "patches").mkdir()
     for component in components:

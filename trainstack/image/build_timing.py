@@ -8,6 +8,7 @@ a step is a vertex `#V [STAGE I/N] INSTRUCTION`, ending at `#V DONE SECONDS` (or
 Dockerfile tells which step each is, so both builders' records number steps alike."""
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import platform
@@ -214,6 +215,30 @@ class BuildKitStepTimer(_LineTimer):
             steps.append(TimedStep(number, instruction, round(self._wall.get(number, 0.0), 3),
                                    round(self._cpu.get(number, 0.0), 3), cached))
         return steps
+
+
+def merged_phases(dockerfile: list[str], phases: list[tuple[list[str], list[TimedStep]]]) -> list[TimedStep]:
+    """The steps of a build made in phases, each phase (its Dockerfile's instructions, its timed steps) from a Dockerfile
+    of its own, as the steps of `dockerfile`: a phase's step is the step of `dockerfile` with the same instruction where
+    the two agree, a step run in several phases takes the sum of their times and is cached where every phase that
+    spent time on it was, and a step no Dockerfile holds (a build label the classic builder adds) comes last."""
+    found: dict[int, list[TimedStep]] = {}
+    added: list[TimedStep] = []
+    for instructions, steps in phases:
+        number_in_build = {}
+        for block in difflib.SequenceMatcher(None, instructions, dockerfile, autojunk=False).get_matching_blocks():
+            number_in_build.update({block.a + offset + 1: block.b + offset + 1 for offset in range(block.size)})
+        for step in steps:
+            if step.number in number_in_build:
+                found.setdefault(number_in_build[step.number], []).append(step)
+            elif step.number > len(instructions):
+                added.append(step)
+    merged = [TimedStep(number, dockerfile[number - 1], round(sum(step.wall_s for step in steps), 3),
+                        round(sum(step.cpu_s for step in steps), 3),
+                        any(step.cached for step in steps) and all(step.cached or not step.wall_s for step in steps))
+              for number, steps in sorted(found.items())]
+    return merged + [TimedStep(len(dockerfile) + index, step.instruction, step.wall_s, step.cpu_s, step.cached)
+                     for index, step in enumerate(added, start=1)]
 
 
 @dataclass(frozen=True)

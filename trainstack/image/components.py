@@ -115,9 +115,10 @@ def build_components(flavor: Flavor, sources: SourceOptions = SourceOptions(),
         *([replace(_cuda_toolkit_wheels(cuda), stage=FRAMEWORKS_STAGE)] if cuda and cuda.pip_requirements else []),
         replace(_frameworks(flavor), stage=FRAMEWORKS_STAGE),
         *([replace(_cuda_links(cuda), stage=FRAMEWORKS_STAGE)] if cuda else []),
-        # Installed before the compiled components' copies, so that the installs run while they compile.
-        _libraries(flavor),
+        # Horovod's install (with its dependencies) before the libraries, as when it compiled in the builder: pip
+        # writes REQUESTED only for what it installs as asked, so the other order would change the libraries' layer.
         _horovod(flavor, cuda),
+        _libraries(flavor),
         *([_deepspeed(flavor, deepspeed)] if deepspeed else []),
         *([_pyspark(flavor)] if component_patches(flavor, "pyspark") else []),
         *([_ray(flavor)] if flavor.version("ray") else []),

@@ -33,6 +33,12 @@ COMPILE_TOOLCHAIN_EXCLUDES = ["path-exclude /usr/lib/python3*/config-*/libpython
 # A BuildKit build's pip steps keep pip's cache (downloads, wheels built from sdists) here between builds; it is in no
 # layer. The classic builder has no cache mounts: its builder stage sets PIP_NO_CACHE_DIR instead.
 PIP_CACHE_MOUNT = "--mount=type=cache,id=trainstack-pip,target=/root/.cache/pip "
+# A BuildKit build makes the builder stages with BuildKit, tagged BUILDER_IMAGE, then the image's own stages (runtime-os
+# and the image) from IMAGE_STAGES_DOCKERFILE with the classic builder: BuildKit 0.8 (docker 20.10's) stamps the folders
+# a context COPY writes, and those its RUN steps' mount points sit in, with the time of the build, so the image's layers
+# would differ in every build; the venv's layers, made by venv_layers.py, come out the same from either.
+BUILDER_IMAGE = "trainstack-builder:{flavor}"
+IMAGE_STAGES_DOCKERFILE = "Dockerfile.image"
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
 # The mtime of every file, link and folder in the image's own layers (2000-01-01T00:00:00Z: any constant does; zip
 # files can hold it), so that no layer records when it was built and two builds of the same inputs give the same one.
@@ -88,9 +94,11 @@ def labels(flavor: Flavor) -> dict[str, str]:
     }
 
 
-def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions(), buildkit: bool = False) -> str:
+def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions(), buildkit: bool = False,
+                      builder_image: str | None = None) -> str:
     """The flavor's Dockerfile; `buildkit`: for BuildKit, whose pip steps keep pip's cache in a cache mount (the same
-    layers either way)."""
+    layers either way). `builder_image`: the builder stages left out, the image's stages copying from that image
+    (IMAGE_STAGES_DOCKERFILE)."""
     java_package = flavor.field("java", "apt_package")
     components = build_components(flavor, sources, cache_mounts=buildkit)
     stages = {stage.name: stage for stage in builder_stages(components)}
@@ -107,6 +115,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions(), 
         "builder_stage": stages.pop(BUILDER_STAGE),
         "compile_stages": list(stages.values()),
         "pip_cache_mount": PIP_CACHE_MOUNT if buildkit else "",
+        "builder_image": builder_image,
         "headers_left_in_builder": [path for component in components for path in component.left_in_builder],
         "site_packages_cleanup": [line for component in components for line in component.site_packages_cleanup],
         "nvidia_ld_conf": NVIDIA_LD_CONF if flavor.gpu else None,

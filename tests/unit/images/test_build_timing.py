@@ -16,6 +16,7 @@ from trainstack.image.build_timing import (
     StepTimer,
     buildkit_steps,
     dockerfile_instructions,
+    merged_phases,
     host_cpu_seconds,
     record_build_steps,
     shortened,
@@ -183,3 +184,29 @@ def test_buildkit_steps_take_its_times_and_share_the_cpu_of_the_steps_running_at
     assert [placed.step.number for placed in steps.critical_path()] == [1, 2, 3, 4, 5, 10]
     assert steps.summary().startswith("build (buildkit): 55 s, 79 s of steps, 89 s CPU (1 of 11 steps cached); ")
     assert steps.record()["cpu_time"].endswith("shared equally among the steps running at the same time")
+
+
+def test_a_build_in_phases_is_numbered_as_its_whole_dockerfile():
+    """BuildKit's phase (the whole Dockerfile, up to the builder) and the classic phase (the image's stages from the
+    builder's image) as one build: runtime-os ran in both, so its times add up; the classic builder's build labels
+    come last."""
+    whole = dockerfile_instructions(SMALL_DOCKERFILE)
+    image_stages = [*whole[:3], "FROM builder-image AS compiler", *whole[8:]]
+    builder_phase = replay_buildkit(SMALL_DOCKERFILE, SMALL_BUILDKIT[:11] + [(50, 89, "#6 DONE 40.0s\n")])
+    classic_phase = [
+        (0, 0, "Step 1/7 : FROM debian:bookworm-slim AS base\n"), (0, 0, "Step 2/7 : ENV A=1\n ---> Using cache\n"),
+        (0, 0, "Step 3/7 : RUN apt-get update  && apt-get install -y make\n ---> Using cache\n"),
+        (0, 0, "Step 4/7 : FROM builder-image AS compiler\n"), (0, 0, "Step 5/7 : FROM base\n"),
+        (0, 0, "Step 6/7 : COPY --from=compiler /out /opt\n"), (5, 6, "Step 7/7 : LABEL b=2\n"),
+        (6, 7, "Step 8/8 : LABEL revision=abc\n"), (7, 8, "Successfully built 1a2b\n")]
+    now = [0.0, 0.0]
+    timer = StepTimer(lambda: now[0], lambda: now[1])
+    for wall, cpu, text in classic_phase:
+        now[:] = [wall, cpu]
+        timer.observe(text)
+    steps = merged_phases(whole, [(whole, [placed.step for placed in builder_phase.steps]),
+                                  (image_stages, timer.finish())])
+    assert [(step.number, step.wall_s, step.cached) for step in steps] == [
+        (1, 0, False), (2, 0, True), (3, 8, False), (4, 0, False), (5, 40, False), (6, 0, False), (7, 0, True),
+        (8, 30, False), (9, 0, False), (10, 5, False), (11, 1, False), (12, 1, False)]
+    assert steps[-1].instruction == "LABEL revision=abc"

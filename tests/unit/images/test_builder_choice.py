@@ -40,8 +40,9 @@ def test_debians_docker_20_10_builds_with_buildkit_where_the_docker_on_path_lack
     chosen = build.choose_builder(Engine())
     assert (chosen.buildkit, chosen.cli, chosen.buildx) == (True, "/usr/bin/docker", False)
     assert chosen.line() == (
-        "builder: BuildKit, through /usr/bin/docker: docker 20.10 with DOCKER_BUILDKIT=1 (engine 20.10.24+dfsg1): "
-        "independent stages build at once, pip's downloads come from a cache mount\n")
+        "builder: BuildKit through /usr/bin/docker for the builder stages, then classic for the image's own: docker "
+        "20.10 with DOCKER_BUILDKIT=1 (engine 20.10.24+dfsg1): independent stages build at once, pip's downloads come "
+        "from a cache mount\n")
 
 
 def test_a_cli_with_buildx_builds_through_buildx(monkeypatch):
@@ -91,7 +92,7 @@ def test_a_buildkit_build_passes_its_progress_on_and_returns_the_image_id(tmp_pa
     builder = fake_cli(tmp_path, 'while [ "$1" != --iidfile ]; do shift; done\n'
                                  'echo "#5 [base 1/1] RUN true"; echo "#5 DONE 0.1s"; printf sha256:abc > "$2"\n')
     lines = []
-    assert build.run_buildkit_build(builder, tmp_path, False, lines.append) == "sha256:abc"
+    assert build.run_buildkit_build(builder, tmp_path, False, lines.append, "builder", "b:cpu") == "sha256:abc"
     assert lines == ["#5 [base 1/1] RUN true\n", "#5 DONE 0.1s\n"]
 
 
@@ -102,6 +103,6 @@ def test_a_failed_buildkit_build_names_its_scripts_explanation_and_buildkits_err
                                  'exit code: 2"\n'
                                  'exit 1\n')
     with pytest.raises(TrainstackError) as failed:
-        build.run_buildkit_build(builder, tmp_path, True, lambda line: None)
+        build.run_buildkit_build(builder, tmp_path, True, lambda line: None, "builder", "b:cpu")
     assert str(failed.value) == ("build: torch 2.13.0 is not the matrix's 2.12.0\n"
                                  "  (error: failed to solve: executor failed running [/bin/sh -c check]: exit code: 2)")

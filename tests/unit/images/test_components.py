@@ -22,9 +22,9 @@ from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, load_matrix
 from trainstack.image.sources import SourceOptions
 
 BUILD_ORDER = {
-    "cpu": ["venv", "frameworks", "libraries", "horovod", "deepspeed", "pyspark", "ray"],
-    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "libraries", "horovod", "deepspeed", "pyspark"],
-    "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "libraries", "horovod",
+    "cpu": ["venv", "frameworks", "horovod", "libraries", "deepspeed", "pyspark", "ray"],
+    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "horovod", "libraries", "deepspeed", "pyspark"],
+    "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "horovod", "libraries",
                  "pyspark"],
 }
 # Every flavor, and the GPU flavors with their other sources of nvcc.
@@ -154,15 +154,15 @@ def test_the_layers_named_here_are_those_the_builders_split_gives(matrix):
 
 @pytest.mark.parametrize("name", sorted(BUILD_ORDER))
 def test_the_compiled_components_build_in_stages_of_their_own_from_the_frameworks(matrix, name):
-    """Horovod and DeepSpeed compile in stages of their own, which BuildKit runs at once and beside the builder's
-    library installs; the builder copies each in after those installs, and a library pin recompiles neither."""
+    """Horovod and DeepSpeed compile in stages of their own, which BuildKit runs at once; the builder copies each in,
+    in main's install order (Horovod, the libraries, DeepSpeed), and a library pin recompiles neither."""
     stages = builder_stages(build_components(matrix.flavor(name)))
     compiled = [component for component in ("horovod", "deepspeed") if component in BUILD_ORDER[name]]
     assert [stage.name for stage in stages] == [FRAMEWORKS_STAGE, *compiled, BUILDER_STAGE]
     assert {stage.base for stage in stages[1:]} == {FRAMEWORKS_STAGE}
     builder = [template for _, template in stages[-1].steps]
-    assert builder[:len(compiled) + 1] == [f"{FRAGMENTS_DIR}/libraries.j2",
-                                           *(f"{FRAGMENTS_DIR}/{component}-install.j2" for component in compiled)]
+    assert builder[:len(compiled) + 1] == [f"{FRAGMENTS_DIR}/horovod-install.j2", f"{FRAGMENTS_DIR}/libraries.j2",
+                                           *(f"{FRAGMENTS_DIR}/{component}-install.j2" for component in compiled[1:])]
     dockerfile = render_dockerfile(matrix.flavor(name))
     for component in compiled:
         assert f"COPY --from={component} /tmp/build/{component}-root/ /" in dockerfile

@@ -41,6 +41,17 @@ def test_cpu_dockerfile_for_buildkit_matches_golden(cpu, golden):
     golden("Dockerfile.cpu-buildkit", render_dockerfile(cpu, PROXY_SOURCES, buildkit=True))
 
 
+def test_the_image_stages_apart_are_the_dockerfiles_own_from_the_builders_image(cpu):
+    """A BuildKit build makes the image's own stages with the classic builder from this Dockerfile: the same stages,
+    the builder's stages replaced by its image."""
+    whole = render_dockerfile(cpu, PROXY_SOURCES)
+    image_stages = render_dockerfile(cpu, PROXY_SOURCES, builder_image="trainstack-builder:cpu")
+    assert image_stages.split("# --- builder:")[0] == whole.split("# --- frameworks:")[0]
+    assert final_stage(image_stages) == final_stage(whole)
+    between = image_stages.split("# --- builder:")[1].split("---\n", 1)[1].split("# --- the image ---")[0]
+    assert instructions(between) == ["FROM trainstack-builder:cpu AS builder"]
+
+
 def test_buildkit_keeps_pips_cache_in_a_cache_mount_and_the_image_stages_as_they_are(cpu):
     """The same Dockerfile but for the builder's pip steps: each keeps pip's cache in a cache mount rather than
     turning it off, so a rebuild's downloads come from there; the image's own stages do not change."""
