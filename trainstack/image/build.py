@@ -156,8 +156,8 @@ def _build_in_two_phases(client: docker.DockerClient, builder: Builder, context:
     steps = merged_phases(dockerfile, [
         (dockerfile, builder_steps),
         (dockerfile_instructions((context / IMAGE_STAGES_DOCKERFILE).read_text()), image_timer.finish())])
-    return image_id, BuildSteps(steps, builder_timer.elapsed_s + image_timer.elapsed_s, f"{builder_timer.builder} "
-                                f"({BUILDER_STAGE} stages), then {image_timer.builder}", BUILDKIT_CPU_TIME_SOURCE)
+    return image_id, BuildSteps(steps, builder_timer.elapsed_s + image_timer.elapsed_s, f"{builder_timer.builder} for "
+                                f"the {BUILDER_STAGE} stages, then {image_timer.builder}", BUILDKIT_CPU_TIME_SOURCE)
 
 
 def published_names(image_name: str, manifest: dict) -> list[str]:
