@@ -73,7 +73,9 @@ def deepspeed_build(flavor: Flavor) -> DeepSpeedBuild | None:
     ops = list(flavor.field("deepspeed", "prebuilt_ops") or [])
     # PYTHONHASHSEED: DeepSpeed's setup.py lists its `all` extra from a set, so its METADATA and RECORD, and the
     # image's horovod-deepspeed layer, came out in another order in each build.
-    env = {"DS_ACCELERATOR": accelerator(flavor), "DS_BUILD_OPS": "0", "PYTHONHASHSEED": "0"}
+    # DS_DEBUG_INFO=0 (deepspeed-0.19.8-debug-info-option.patch): the ops are stripped right after, so g++ does not
+    # generate their debug info; the same stripped ops in less time.
+    env = {"DS_ACCELERATOR": accelerator(flavor), "DS_BUILD_OPS": "0", "PYTHONHASHSEED": "0", "DS_DEBUG_INFO": "0"}
     env.update({OP_BUILD_VARS[op]: "1" for op in ops})
     if flavor.field("deepspeed", "cpu_march"):
         env["DS_CPU_MARCH"] = str(flavor.field("deepspeed", "cpu_march"))

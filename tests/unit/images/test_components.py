@@ -22,10 +22,10 @@ from trainstack.image.matrix import PATCHED_COMPONENTS, PATCHES_DIR, load_matrix
 from trainstack.image.sources import SourceOptions
 
 BUILD_ORDER = {
-    "cpu": ["venv", "frameworks", "horovod", "libraries", "deepspeed", "pyspark", "ray"],
-    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "horovod", "libraries", "deepspeed", "pyspark"],
-    "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "horovod", "libraries",
-                 "pyspark"],
+    "cpu": ["venv", "frameworks", "libraries", "pyspark", "ray", "horovod", "deepspeed"],
+    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "libraries", "pyspark", "horovod", "deepspeed"],
+    "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "libraries", "pyspark",
+                 "horovod"],
 }
 # Every flavor, and the GPU flavors with their other sources of nvcc.
 VARIANTS = [("cpu", {}), ("gpu", {}), ("gpu", {"cuda.build_tools": "apt"}), ("gpu-cu13", {}),
@@ -154,15 +154,32 @@ def test_the_layers_named_here_are_those_the_builders_split_gives(matrix):
 
 @pytest.mark.parametrize("name", sorted(BUILD_ORDER))
 def test_the_compiled_components_build_in_stages_of_their_own_from_the_frameworks(matrix, name):
-    """Horovod and DeepSpeed compile in stages of their own, which BuildKit runs at once; the builder copies each in,
-    in main's install order (Horovod, the libraries, DeepSpeed), and a library pin recompiles neither."""
+    """Horovod and DeepSpeed compile in stages of their own, which BuildKit runs at once beside the builder's library
+    installs; the builder copies each in after those, and a library pin recompiles neither."""
     stages = builder_stages(build_components(matrix.flavor(name)))
     compiled = [component for component in ("horovod", "deepspeed") if component in BUILD_ORDER[name]]
     assert [stage.name for stage in stages] == [FRAMEWORKS_STAGE, *compiled, BUILDER_STAGE]
     assert {stage.base for stage in stages[1:]} == {FRAMEWORKS_STAGE}
     builder = [template for _, template in stages[-1].steps]
-    assert builder[:len(compiled) + 1] == [f"{FRAGMENTS_DIR}/horovod-install.j2", f"{FRAGMENTS_DIR}/libraries.j2",
-                                           *(f"{FRAGMENTS_DIR}/{component}-install.j2" for component in compiled[1:])]
+    assert builder == [f"{FRAGMENTS_DIR}/{component}.j2" for component in BUILD_ORDER[name]
+                       if component in ("libraries", "pyspark", "ray")] + [
+        f"{FRAGMENTS_DIR}/{component}-install.j2" for component in compiled]
     dockerfile = render_dockerfile(matrix.flavor(name))
     for component in compiled:
         assert f"COPY --from={component} /tmp/build/{component}-root/ /" in dockerfile
+
+
+@pytest.mark.parametrize("name", sorted(BUILD_ORDER))
+def test_horovod_compiles_without_the_debug_info_its_stage_strips(matrix, name, tmp_path):
+    """Horovod's setup.py asks CMake for RelWithDebInfo; the toolchain file its stage copies in (CMake reads
+    CMAKE_TOOLCHAIN_FILE from the environment) gives that build type its flags without -g, for C, C++ and CUDA."""
+    [horovod] = [component for component in build_components(matrix.flavor(name)) if component.name == "horovod"]
+    [(file_name, toolchain)] = horovod.written_files.items()
+    assert horovod.values["toolchain_file"] == f"/tmp/build/{file_name}"
+    flags = dict(re.findall(r'set\(CMAKE_(\w+)_FLAGS_RELWITHDEBINFO "([^"]*)" CACHE STRING', toolchain))
+    assert flags == {"C": "-O2 -DNDEBUG", "CXX": "-O2 -DNDEBUG", "CUDA": "-O2 -DNDEBUG"}
+    dockerfile = render_dockerfile(matrix.flavor(name))
+    stage = dockerfile[dockerfile.index("FROM frameworks AS horovod"):]
+    assert stage.index(f"COPY {file_name} /tmp/build/") < stage.index(f"CMAKE_TOOLCHAIN_FILE=/tmp/build/{file_name} ")
+    write_build_context(matrix.flavor(name), SourceOptions(), tmp_path)
+    assert (tmp_path / file_name).read_text() == toolchain

@@ -97,7 +97,7 @@ def test_cpu_builds_its_ops_for_the_cpu_accelerator_and_a_portable_target(matrix
     assert build.env == {"DS_ACCELERATOR": "cpu", "DS_BUILD_OPS": "0", "DS_BUILD_CPU_ADAM": "1",
                          "DS_BUILD_CPU_ADAGRAD": "1", "DS_BUILD_CPU_LION": "1", "DS_BUILD_FUSED_ADAM": "1",
                          "DS_BUILD_SHM_COMM": "1", "DS_CPU_MARCH": "x86-64-v3", "DS_CPU_SIMD_WIDTH": "AVX256",
-                         "PYTHONHASHSEED": "0"}
+                         "PYTHONHASHSEED": "0", "DS_DEBUG_INFO": "0"}
     # deepspeed_shm_comm dispatches to its AVX-512 kernels at run time; the others must hold none.
     assert "--no-avx512 cpu_adam,cpu_adagrad,cpu_lion,fused_adam " in build.check_command + " "
     assert "--cuobjdump" not in build.check_command
@@ -125,6 +125,8 @@ def test_deepspeed_is_built_in_the_builder_against_the_images_torch(matrix, name
     compile_stage = builder[builder.index("FROM frameworks AS deepspeed"):builder.index("# --- builder:")]
     assert "pip download --no-deps --no-binary :all: deepspeed==0.19.8" in compile_stage
     assert "patch -p1 < /tmp/build/patches/deepspeed-0.19.8-portable-cpu-ops.patch" in compile_stage
+    # The ops are stripped right after: g++ generates no debug info for them (the option the patch adds).
+    assert compile_stage.index("deepspeed-0.19.8-debug-info-option.patch") < compile_stage.index("DS_DEBUG_INFO=0 ")
     assert "pip install --no-build-isolation --no-deps --root /tmp/build/deepspeed-root ." in compile_stage
     # Its dependencies in the builder, under the constraints of everything installed there; after Horovod and the
     # libraries, before the builder drops the headers the ops compile against.
