@@ -21,12 +21,13 @@ TARGET_OPTIONS = {
     "image": "Kubernetes targets: container image (default: the trainstack image in --registry)",
     "registry": "Kubernetes targets: registry HOST[:PORT] holding the trainstack images (default: localhost:5000)",
     "namespace": "Kubernetes targets: namespace (default: default)",
-    "job_name": "Kubernetes manifests: name of the job (default: the template's name)",
+    "job_name": "Kubernetes manifests: name of the job (raycluster: of the Ray cluster; default: the template's name)",
     "script": "Kubernetes manifests and slurm: training script and its arguments (default: an example in the image; "
               "slurm's host runtime: in the folder sbatch runs in, a checkout's examples/)",
     "service_account": "Spark on Kubernetes: the driver's service account "
                        "(default: spark; spark-application: spark-operator-spark)",
-    "master": "kubernetes: Spark master (default: k8s://https://kubernetes.default.svc)",
+    "master": "kubernetes: Spark master (default: k8s://https://kubernetes.default.svc); Ray on Spark is not for "
+              "k8s:// masters, Ray on Kubernetes is --target rayjob",
     "node_type": "databricks: worker node type",
     "driver_node_type": "databricks: driver node type (default: the worker's)",
     "spark_version": "databricks: runtime version",

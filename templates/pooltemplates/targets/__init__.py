@@ -1,6 +1,6 @@
 """Render targets: each turns a validated template into what one platform reads (one module per target;
-trainjob.py holds Kubeflow Trainer's two, k8s.py what the Kubernetes targets share; slurm.py an sbatch script;
-workload.py the image and the script every target runs)."""
+trainjob.py holds Kubeflow Trainer's two and kuberay.py KubeRay's, k8s.py what the Kubernetes targets share; slurm.py
+an sbatch script; workload.py the image and the script every target runs, ray_sizes.py what the Ray targets need)."""
 from __future__ import annotations
 
 import inspect
@@ -10,7 +10,9 @@ from ..errors import Problem, TemplateError
 from ..schema import PoolTemplate
 from . import (
     databricks,
+    databricks_ray,
     kubernetes,
+    kuberay,
     mpijob,
     pytorchjob,
     slurm,
@@ -26,12 +28,15 @@ TARGETS: dict[str, Callable[..., str]] = {
     "spark-defaults": spark_defaults.render,
     "synapse": synapse.render,
     "databricks": databricks.render,
+    "databricks-ray": databricks_ray.render,
     "kubernetes": kubernetes.render,
     "spark-application": spark_application.render,
     "pytorchjob": pytorchjob.render,
     "mpijob": mpijob.render,
     "trainjob-torch": trainjob.render_torch,
     "trainjob-mpi": trainjob.render_mpi,
+    "rayjob": kuberay.render_job,
+    "raycluster": kuberay.render_cluster,
     "slurm": slurm.render,
 }
 

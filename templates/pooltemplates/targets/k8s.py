@@ -1,5 +1,6 @@
 """What every Kubernetes target shares: names, pod resources, /dev/shm, the executors' env, how a template's
-executors become training pods and processes, MPI over SSH, and YAML output (the image and the script: workload.py)."""
+executors become training pods and processes, MPI over SSH, YAML output with its header, and the header's line on Ray
+on Spark (the image and the script: workload.py)."""
 from __future__ import annotations
 
 import re
@@ -34,6 +35,10 @@ SSH_KEYS_READABLE = {"securityContext": {"fsGroup": image_contract.IMAGE_USER_UI
 # keys are new with every job.
 SSH_CLIENT_ARGS = (f"-p {image_contract.SSHD_PORT} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
                    "-o ConnectionAttempts=10")
+# Said by the targets that run Spark on Kubernetes: Ray refuses k8s:// masters, and its maintainers send Kubernetes
+# users to KubeRay (ray-project/ray#47716).
+RAY_ON_SPARK_NOTE = ("Ray on Spark (ray.util.spark.setup_ray_cluster) is not for k8s:// masters; for Ray on Kubernetes "
+                     "render --target rayjob (KubeRay).")
 
 
 @dataclass(frozen=True)
@@ -157,9 +162,11 @@ class _Dumper(yaml.SafeDumper):
         return True
 
 
-def dump(template: PoolTemplate, needs: str, documents: list[dict[str, Any]]) -> str:
-    """The documents as one YAML stream (keys sorted), after a comment naming what applies them."""
+def dump(template: PoolTemplate, needs: str, documents: list[dict[str, Any]], notes: tuple[str, ...] = ()) -> str:
+    """The documents as one YAML stream (keys sorted), after a comment naming what applies them and a line for
+    each note."""
     header = (f"# Rendered from pool template {template.name}; change the template, not this file.\n"
-              f"# Needs {needs}. Apply with: kubectl apply -f FILE\n")
+              f"# Needs {needs}. Apply with: kubectl apply -f FILE\n"
+              + "".join(f"# {note}\n" for note in notes))
     # A wide line keeps long arguments (mpirun's ssh options) on one line instead of folded.
     return header + yaml.dump_all(documents, Dumper=_Dumper, sort_keys=True, explicit_start=True, width=1000)

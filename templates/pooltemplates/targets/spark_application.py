@@ -47,4 +47,5 @@ def render(template: PoolTemplate, image: str | None = None, registry: str | Non
         spec["arguments"] = arguments
     application = {"apiVersion": "sparkoperator.k8s.io/v1beta2", "kind": "SparkApplication",
                    "metadata": k8s.metadata(name, namespace), "spec": spec}
-    return k8s.dump(template, "the Kubeflow Spark operator v2 (sparkoperator.k8s.io/v1beta2)", [application])
+    return k8s.dump(template, "the Kubeflow Spark operator v2 (sparkoperator.k8s.io/v1beta2)", [application],
+                    notes=(k8s.RAY_ON_SPARK_NOTE,))

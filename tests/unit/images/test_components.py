@@ -23,9 +23,9 @@ from trainstack.image.sources import SourceOptions
 
 BUILD_ORDER = {
     "cpu": ["venv", "frameworks", "libraries", "pyspark", "ray", "horovod", "deepspeed"],
-    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "libraries", "pyspark", "horovod", "deepspeed"],
+    "gpu": ["cuda-toolkit", "venv", "frameworks", "cuda-links", "libraries", "pyspark", "ray", "horovod", "deepspeed"],
     "gpu-cu13": ["cuda-toolkit", "venv", "cuda-toolkit-wheels", "frameworks", "cuda-links", "libraries", "pyspark",
-                 "horovod"],
+                 "ray", "horovod"],
 }
 # Every flavor, and the GPU flavors with their other sources of nvcc.
 VARIANTS = [("cpu", {}), ("gpu", {}), ("gpu", {"cuda.build_tools": "apt"}), ("gpu-cu13", {}),

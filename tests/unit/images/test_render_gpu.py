@@ -218,7 +218,7 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
         "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-current-toolchains.patch",
         "horovod-0.28.1-estimator-predictions.patch",
         "horovod-0.28.1-script-without-main-guard.patch", "horovod-0.28.1-shared-cuda-runtime.patch",
-        "horovod-0.28.1-spark-current-pyarrow.patch", *pyspark,
+        "horovod-0.28.1-spark-current-pyarrow.patch", *pyspark, "ray-2.60.0-executor-sized-worker-nodes.patch",
     ]
     assert (gpu / "scripts" / "nvidia_ld_conf.py").is_file()
     cpu = write_build_context(matrix.flavor("cpu"), SourceOptions(), tmp_path / "cpu")

@@ -25,6 +25,9 @@ SUFFIX = {
     "mpijob": "yaml",
     "trainjob-torch": "yaml",
     "trainjob-mpi": "yaml",
+    "rayjob": "yaml",
+    "raycluster": "yaml",
+    "databricks-ray": "py",
     "slurm": "sbatch",
 }
 CASES = [(name, target) for name in packaged_templates() for target in TARGETS]
