@@ -2,11 +2,15 @@
 executors, a TorchTrainer that learns): the images' start hook (trainrun.backends.spark.ray_start_hook) turns token
 authentication on for driver, head and worker nodes alike, and a driver whose work fails without
 shutdown_ray_cluster() ends with its own error instead of waiting for Ray on Spark's threads; `trainrun ray` names
-docker's default /dev/shm in one line."""
+docker's default /dev/shm in one line; on executors of placeholder GPUs, as the local pool's workers offer them, each
+Ray worker node gets the GPU Spark assigned its executor."""
 import json
 import time
 
 import pytest
+
+from trainrun.backends.spark.pool_daemon import gpu_env
+from trainrun.image_contract import DISCOVERY_SCRIPT_PATH
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -30,3 +34,19 @@ def test_trainrun_ray_in_docker_s_default_dev_shm_names_it_in_one_line_and_still
     warnings = [line for line in output.splitlines() if "/dev/shm on " in line]
     assert len(warnings) == 1 and "is 64 MiB" in warnings[0] and "--shm-size" in warnings[0], output[-3000:]
     assert "cpus 1.0" in output, output[-3000:]
+
+
+def test_ray_on_spark_gives_each_worker_node_the_gpu_spark_assigned_its_executor(in_image):
+    """Two local-cluster workers of one placeholder GPU each, with the environment the local pool's and an
+    allocation's workers get (pool_daemon.gpu_env): each Ray worker node has that GPU, and a task asking for one sees
+    the address Spark assigned."""
+    gpu_confs = [f"spark.executorEnv.{name}={value}" for name, value in gpu_env(1, 0, placeholder=True).items()]
+    confs = [*gpu_confs, "spark.task.resource.gpu.amount=1",
+             *(f"spark.{side}.resource.gpu.{key}" for side in ("worker", "executor")
+               for key in ("amount=1", f"discoveryScript={DISCOVERY_SCRIPT_PATH}"))]
+    output = in_image.run(["spark-submit", "--master", "local-cluster[2,1,1024]",
+                           *(word for conf in confs for word in ("--conf", conf)), "/units/ray_gpu_nodes.py"],
+                          timeout=400, env=gpu_env(1, 0, placeholder=True), options={"shm_size": "1g"})
+    result = json.loads(next(line for line in output.splitlines() if line.startswith('{"worker_node_gpus"')))
+    assert result["worker_node_gpus"] == [1.0, 1.0], result
+    assert result["given"] == [{"gpu_ids": ["0"], "cuda_visible_devices": "0"}] * 2, result

@@ -33,7 +33,7 @@ from trainstack.image.build_timing import (
     record_build_steps,
 )
 from trainstack.image.components import BUILDER_STAGE
-from trainstack.image.dockerfile import BUILDER_IMAGE, IMAGE_STAGES_DOCKERFILE
+from trainstack.image.dockerfile import BUILDER_IMAGE, BUILDER_OUTPUT_STAGE, IMAGE_STAGES_DOCKERFILE
 from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
@@ -148,7 +148,7 @@ def _build_in_two_phases(client: docker.DockerClient, builder: Builder, context:
     builder (dockerfile.BUILDER_IMAGE says why); the image's ID and both phases' steps as one build's."""
     dockerfile = dockerfile_instructions((context / "Dockerfile").read_text())
     builder_timer = BuildKitStepTimer((context / "Dockerfile").read_text())
-    run_buildkit_build(builder, context, no_cache, _timed(builder_timer, progress), target=BUILDER_STAGE,
+    run_buildkit_build(builder, context, no_cache, _timed(builder_timer, progress), target=BUILDER_OUTPUT_STAGE,
                        tag=BUILDER_IMAGE.format(flavor=flavor))
     builder_steps = builder_timer.finish()
     image_timer = StepTimer()

@@ -61,7 +61,13 @@ def test_buildkit_keeps_pips_cache_in_a_cache_mount_and_the_image_stages_as_they
     pip_steps = [line for line in instructions(buildkit.split("# --- the image ---")[0])
                  if line.startswith("RUN ") and " pip " in f" {line} "]
     assert pip_steps and all(line.startswith(f"RUN {PIP_CACHE_MOUNT}") for line in pip_steps)
-    assert buildkit.replace(PIP_CACHE_MOUNT, "") == classic.replace('ENV PIP_NO_CACHE_DIR="1"\n', "", 1)
+    # And a last builder stage of what the image copies from the builder, which BuildKit exports as the builder image.
+    output_stage = buildkit[buildkit.index("\n# --- builder-output:"):buildkit.index("\n# --- the image ---")]
+    assert instructions(output_stage) == ["FROM scratch AS builder-output",
+                                          "COPY --from=builder /tmp/build/venv-layers/ /tmp/build/venv-layers/",
+                                          "COPY --from=builder /tmp/build/venv-layers-report/ /tmp/build/venv-layers-report/"]
+    assert buildkit.replace(PIP_CACHE_MOUNT, "").replace(output_stage, "") == classic.replace(
+        'ENV PIP_NO_CACHE_DIR="1"\n', "", 1)
 
 
 def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):

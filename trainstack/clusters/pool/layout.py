@@ -12,6 +12,7 @@ from pooltemplates import PoolTemplate, Problem, TemplateError
 from pooltemplates.loading import DISCOVERY_SCRIPT
 from pooltemplates.structure import template_data
 from pooltemplates.units import scale_size
+from trainrun.backends.spark.pool_daemon import gpu_env
 from trainrun.image_contract import JUPYTER_PORT, MLFLOW_PORT, NOTEBOOK_DIR, SPARK_WORKER_DIR
 from trainrun.notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
 from trainstack.clusters.containers import ClusterKind
@@ -142,11 +143,9 @@ def _worker(template: PoolTemplate, pool_name: str, index: int, master_url: str,
         # The runner bind-mounts pooltemplates.package_file(package_file) at target.
         worker["mounts"].append(
             {"package_file": DISCOVERY_SCRIPT, "target": script, "read_only": True})
-        addresses = [str(index * worker_gpus + offset) for offset in range(worker_gpus)]
         if gpus == "placeholder":
-            # Distinct across workers, so every task of a job sees its own GPU address.
-            worker["environment"]["TRAINSTACK_GPU_ADDRESSES"] = ",".join(addresses)
+            worker["environment"].update(gpu_env(worker_gpus, index, placeholder=True))
         else:
             # Host GPU indices for the NVIDIA runtime; inside, the container sees them as 0..n-1.
-            worker["gpu_device_ids"] = addresses
+            worker["gpu_device_ids"] = [str(index * worker_gpus + offset) for offset in range(worker_gpus)]
     return worker

@@ -32,6 +32,9 @@ MODULE = "trainrun.backends.spark.pool_daemon"
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 PLACEHOLDER_ADDRESSES = "TRAINSTACK_GPU_ADDRESSES"  # read by the images' discover-gpus.sh
+# A Spark worker's GPUs as Ray on Spark counts them, which it does with nvidia-smi unless this is set: a worker of
+# placeholder GPUs would count none and refuse every Ray worker node that asks for one.
+RAY_WORKER_GPUS = "RAY_ON_SPARK_WORKER_GPU_NUM"
 STOP_SECONDS = 10.0
 STOP_SIGNAL = signal.SIGUSR2
 
@@ -59,11 +62,13 @@ def spark_class() -> str:
 
 
 def gpu_env(gpus: int, node_index: int, placeholder: bool) -> dict[str, str]:
-    """What the discovery script reads on this node: placeholder addresses, or none (it then reports the devices
-    of CUDA_VISIBLE_DEVICES, which Slurm narrowed to the step's)."""
+    """What a worker of `gpus` placeholder GPUs needs in its environment: the addresses the discovery script
+    reports (distinct across workers, so every task of a job sees its own) and the count Ray on Spark reads; none
+    for real GPUs (the script then reports the devices of CUDA_VISIBLE_DEVICES)."""
     if not gpus or not placeholder:
         return {}
-    return {PLACEHOLDER_ADDRESSES: ",".join(str(node_index * gpus + offset) for offset in range(gpus))}
+    return {PLACEHOLDER_ADDRESSES: ",".join(str(node_index * gpus + offset) for offset in range(gpus)),
+            RAY_WORKER_GPUS: str(gpus)}
 
 
 def worker_opts(gpus: int, discovery_script: str | None) -> str:

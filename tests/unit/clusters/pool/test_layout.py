@@ -28,7 +28,7 @@ def test_local_pool_with_real_gpus_hands_each_worker_its_own() -> None:
     assert plan["network"]["name"] == "ci-pool"
     assert [worker["gpu_device_ids"] for worker in plan["workers"]] == [["0", "1"], ["2", "3"]]
     assert all("TRAINSTACK_GPU_ADDRESSES" not in worker["environment"]
-               for worker in plan["workers"])
+               and "RAY_ON_SPARK_WORKER_GPU_NUM" not in worker["environment"] for worker in plan["workers"])
 
 
 def test_local_pool_workers_make_room_for_every_executor() -> None:
@@ -37,6 +37,8 @@ def test_local_pool_workers_make_room_for_every_executor() -> None:
     # Two executors per worker: 2 x 2 cores, 2 x 1g, 2 x 1 placeholder GPU.
     assert first["command"][2:6] == ["--cores", "4", "--memory", "2g"]
     assert first["environment"]["TRAINSTACK_GPU_ADDRESSES"] == "0,1"
+    # Ray on Spark counts a worker's GPUs with nvidia-smi, which sees no placeholder: the count it reads instead.
+    assert first["environment"]["RAY_ON_SPARK_WORKER_GPU_NUM"] == "2"
     assert "-Dspark.worker.resource.gpu.amount=2 " in first["environment"]["SPARK_WORKER_OPTS"]
     assert second["name"] == "trainstack-pool-worker-2"
 
