@@ -1,9 +1,10 @@
-"""Brings a distribution's RECORD in step with its files after the build changed them (stripped its extensions).
+"""Brings distributions' RECORD files in step with their files after the build changed them (stripped their
+extensions).
 
-pip writes each installed file's sha256 and size into RECORD as it installs it; the compiled components' stages
-strip their extensions afterwards, so RECORD named bytes the image does not hold, and bytes of a compile's output
-that two builds need not give alike (the stripped files are the same). Every row whose file now differs gets the
-file's hash and size, written as pip writes them. Usage: record_hashes.py SITE_PACKAGES DISTRIBUTION
+pip writes each installed file's sha256 and size into RECORD as it installs it; the builder's slimming strips the
+compiled components' extensions afterwards, so RECORD named bytes the image does not hold, and bytes of a compile's
+output that two builds need not give alike (the stripped files are the same). Every row whose file now differs gets
+the file's hash and size, written as pip writes them. Usage: record_hashes.py SITE_PACKAGES DISTRIBUTION...
 """
 from __future__ import annotations
 
@@ -47,9 +48,10 @@ def rehash(site_packages: Path, distribution: str) -> list[str]:
 
 
 def main() -> None:
-    site_packages, distribution = Path(sys.argv[1]), sys.argv[2]
-    for path in rehash(site_packages, distribution):
-        print(f"RECORD of {distribution}: {path} hashed again")
+    site_packages = Path(sys.argv[1])
+    for distribution in sys.argv[2:]:
+        for path in rehash(site_packages, distribution):
+            print(f"RECORD of {distribution}: {path} hashed again")
 
 
 if __name__ == "__main__":

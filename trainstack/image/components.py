@@ -8,7 +8,6 @@ build record take files and patches from the same objects. The CUDA build tools 
 (deepspeed_build.py) feed their components here."""
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
@@ -33,9 +32,6 @@ COMPILED_ROOT = "/tmp/build/{name}-root"
 # Framework C++ headers (site-packages relative), used by the Horovod build and left out of the image;
 # torch/include stays, since Inductor compiles against it.
 HEADERS_LEFT_IN_BUILDER = ("tensorflow/include",)
-# What a compiled component's stage runs after stripping its extensions, so that its RECORD names the files the image
-# holds (pip hashed them before the strip).
-RECORD_SCRIPT = "scripts/record_hashes.py"
 
 
 @dataclass(frozen=True)
@@ -180,11 +176,9 @@ def _horovod(flavor: Flavor, cuda: cuda_build.CudaBuild | None) -> BuildComponen
     return BuildComponent(
         "horovod", values={"version": flavor.version("horovod"), "build_env": horovod_build_env(flavor),
                            "toolchain_file": f"/tmp/build/{HOROVOD_TOOLCHAIN_FILE}",
-                           "record_command": _record_command(root, flavor, "horovod"),
                            "root": root, "extensions_dir": f"{root}{flavor.site_packages}/horovod",
                            "kernel_check_command": cuda.kernel_check_command if cuda else None},
-        patches=tuple(component_patches(flavor, "horovod")), files=(RECORD_SCRIPT,),
-        written_files={HOROVOD_TOOLCHAIN_FILE: NO_DEBUG_INFO_FLAGS},
+        patches=tuple(component_patches(flavor, "horovod")), written_files={HOROVOD_TOOLCHAIN_FILE: NO_DEBUG_INFO_FLAGS},
         distributions=("horovod",), stage="horovod")
 
 
@@ -197,11 +191,6 @@ HOROVOD_TOOLCHAIN_FILE = "horovod-no-debug-info.cmake"
 NO_DEBUG_INFO_FLAGS = "".join(
     f'set(CMAKE_{language}_FLAGS_RELWITHDEBINFO "-O2 -DNDEBUG" CACHE STRING "RelWithDebInfo without -g")\n'
     for language in ("C", "CXX", "CUDA"))
-
-
-def _record_command(root: str, flavor: Flavor, distribution: str) -> str:
-    """The compiled component's RECORD made to name its stripped extensions (images/scripts/record_hashes.py)."""
-    return shlex.join(["python", f"/tmp/build/{RECORD_SCRIPT}", f"{root}{flavor.site_packages}", distribution])
 
 
 # For the extensions the builder compiles (Horovod's, DeepSpeed's ops): no GNU build ID. The ID is a hash of the
@@ -261,11 +250,9 @@ def _deepspeed(flavor: Flavor, build: deepspeed_build.DeepSpeedBuild) -> BuildCo
                              "env": {**build.env, **NO_BUILD_ID}, "check_command": build.check_command,
                              "parallel_config": build.parallel_config, "root": root,
                              "ops_dir": f"{root}{flavor.site_packages}/deepspeed",
-                             "record_command": _record_command(root, flavor, "deepspeed"),
                              "build_dir": deepspeed_build.BUILD_DIR, "constraints": deepspeed_build.CONSTRAINTS},
         patches=tuple(component_patches(flavor, "deepspeed")),
-        files=(f"scripts/{deepspeed_build.CHECK_SCRIPT}", RECORD_SCRIPT), distributions=("deepspeed",),
-        stage="deepspeed")
+        files=(f"scripts/{deepspeed_build.CHECK_SCRIPT}",), distributions=("deepspeed",), stage="deepspeed")
 
 
 def _pyspark(flavor: Flavor) -> BuildComponent:

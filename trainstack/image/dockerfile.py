@@ -119,6 +119,8 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions(), 
         "compile_stages": list(stages.values()),
         "pip_cache_mount": PIP_CACHE_MOUNT if buildkit else "",
         "buildkit": buildkit,
+        "compiled_distributions": [name for component in components if component.compiled
+                                   for name in component.distributions],
         "builder_output_stage": BUILDER_OUTPUT_STAGE,
         "builder_image": builder_image,
         "headers_left_in_builder": [path for component in components for path in component.left_in_builder],
