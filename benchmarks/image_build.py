@@ -35,7 +35,7 @@ from trainstack.image.matrix import load_matrix
 from trainstack.image.naming import flavor_image
 from trainstack.image.sources import sources_for
 
-SIZE_TARGETS_GB = {"cpu": 3.9, "gpu": 10.1, "gpu-cu13": 6.4}  # issue 37, with the training libraries
+SIZE_TARGETS_GB = {"cpu": 4.0, "gpu": 10.4, "gpu-cu13": 7.1}  # issue 53, with Ray
 WARM_REBUILD_TARGET_S = 60.0
 
 
