@@ -12,6 +12,7 @@ import base64
 import csv
 import hashlib
 import io
+import re
 import sys
 from pathlib import Path
 
@@ -21,10 +22,14 @@ def file_hash(path: Path) -> str:
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
 
 
+def canonical(name: str) -> str:
+    """A distribution's name as venv_layers.py compares them: lower case, runs of -_. as one -."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def record_of(site_packages: Path, distribution: str) -> Path:
-    wanted = distribution.lower().replace("-", "_")
     found = [path for path in site_packages.glob("*.dist-info/RECORD")
-             if path.parent.name.removesuffix(".dist-info").rsplit("-", 1)[0].lower().replace("-", "_") == wanted]
+             if canonical(path.parent.name.removesuffix(".dist-info").split("-")[0]) == canonical(distribution)]
     if len(found) != 1:
         raise SystemExit(f"error: {site_packages}: {len(found)} RECORD files of {distribution}, expected 1")
     return found[0]
@@ -37,9 +42,11 @@ def rehash(site_packages: Path, distribution: str) -> list[str]:
     changed = []
     for row in rows:
         path, digest = site_packages / row[0], row[1]
-        if digest and path.is_file() and file_hash(path) != digest:
-            row[1], row[2] = file_hash(path), str(path.stat().st_size)
-            changed.append(row[0])
+        if digest and path.is_file():
+            current = file_hash(path)
+            if current != digest:
+                row[1], row[2] = current, str(path.stat().st_size)
+                changed.append(row[0])
     if changed:
         text = io.StringIO()
         csv.writer(text).writerows(rows)  # csv's \r\n line ends, as pip writes RECORD
