@@ -38,10 +38,10 @@ def test_trainrun_ray_in_docker_s_default_dev_shm_names_it_in_one_line_and_still
 
 def test_ray_on_spark_gives_each_worker_node_the_gpu_spark_assigned_its_executor(in_image):
     """Two local-cluster workers of one placeholder GPU each, with the environment the local pool's and an
-    allocation's workers get (pool_daemon.gpu_env): each Ray worker node has that GPU, and a task asking for one sees
-    the address Spark assigned."""
-    gpu_confs = [f"spark.executorEnv.{name}={value}" for name, value in gpu_env(1, 0, placeholder=True).items()]
-    confs = [*gpu_confs, "spark.task.resource.gpu.amount=1",
+    allocation's workers get (pool_daemon.gpu_env, here the container's, which local-cluster's workers and their
+    executors inherit): each Ray worker node has that GPU, and a task asking for one sees the address Spark
+    assigned."""
+    confs = ["spark.task.resource.gpu.amount=1",
              *(f"spark.{side}.resource.gpu.{key}" for side in ("worker", "executor")
                for key in ("amount=1", f"discoveryScript={DISCOVERY_SCRIPT_PATH}"))]
     output = in_image.run(["spark-submit", "--master", "local-cluster[2,1,1024]",
