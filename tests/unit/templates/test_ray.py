@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
 import shlex
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +182,28 @@ def test_the_cli_offers_the_ray_targets(capsys) -> None:
         main(["render", "local-pool", "--target", "ray"])
     assert "'rayjob', 'raycluster'" in capsys.readouterr().err
     assert set(RAY_TARGETS) <= set(TARGETS)
+
+
+
+# The Ray render lines the guides show, as they show them (ray.md's with a registry, templates.md's without).
+REPO = Path(__file__).resolve().parents[3]
+RAYJOB_PAGE_LINES = [line for page in ("docs/guides/ray.md", "docs/guides/templates.md")
+                     for line in (REPO / page).read_text(encoding="utf-8").splitlines()
+                     if line.startswith("pooltemplates render") and "--target rayjob" in line]
+
+
+@pytest.mark.parametrize("line", RAYJOB_PAGE_LINES)
+def test_the_guides_rayjob_lines_render_the_job_they_describe(line, tmp_path):
+    """Run in a shell with the venv's scripts on PATH, as a reader who installed the templates runs it."""
+    assert len(RAYJOB_PAGE_LINES) == 2
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    subprocess.run(line, shell=True, cwd=tmp_path, env=env, check=True)
+    text = (tmp_path / "rayjob.yaml").read_text()
+    [job] = [document for document in yaml.safe_load_all(text) if document]
+    assert (job["kind"], job["metadata"]["namespace"]) == ("RayJob", "ml")
+    spec = cluster_spec(text)
+    images = {container["image"] for group in [spec["headGroupSpec"], *spec["workerGroupSpecs"]]
+              for container in group["template"]["spec"]["containers"]}
+    assert len(images) == 1, images
+    if "--registry registry.example:5000" in line:
+        assert images.pop().startswith("registry.example:5000/"), line
