@@ -526,8 +526,9 @@ def test_another_user_of_the_nodes_cannot_submit_to_the_allocations_pool(cluster
 
 
 def test_the_selftest_passes_inside_an_allocation(cluster, work) -> None:
-    result = run(["salloc", "-N2", "-n4", "trainrun", "selftest", "--sizes", "8B:1KiB"], job_env(cluster, work), work,
-                 timeout=300)
+    """Its Ray Train check is left out: Ray in an allocation is the quickstart's Ray line's test."""
+    result = run(["salloc", "-N2", "-n4", "trainrun", "selftest", "--sizes", "8B:1KiB", "--skip", "ray-train"],
+                 job_env(cluster, work), work, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "selftest passed" in result.stdout
 

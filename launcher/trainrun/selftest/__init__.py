@@ -13,6 +13,7 @@ from ..arguments import positive, seconds
 from .sizes import CPU_DEFAULT, GPU_DEFAULT
 
 CPU_RANKS = 2  # without GPUs: the smallest job in which an allreduce moves data
+SKIPPABLE = ("ray-train",)  # the checks --skip may leave out: the others are what a selftest is for
 DEFAULT_TIMEOUT = 900.0  # per job; torch.compile's first step on two CPU cores takes a minute
 DESCRIPTION = f"""\
 Checks and measures this machine in one command; exit code 1 names every wrong result or missing device:
@@ -22,7 +23,7 @@ Checks and measures this machine in one command; exit code 1 names every wrong r
     by element; it reports the time, algbw (bytes/time) and busbw = algbw x 2(n-1)/n, as nccl-tests does;
   - one training step of a torch.compile'd model, compared with eager mode;
   - where Ray is installed, Ray Train's TorchTrainer with 2 workers on a cluster of trainrun ray, its
-    allreduce checked.
+    allreduce checked (--skip ray-train leaves it out).
 With -H or --hostfile, the same on those hosts, over mpirun and ssh as `trainrun mpi -H` starts ranks.
 When an NCCL sweep fails, it prints `trainrun doctor`'s hints for NCCL."""
 
@@ -44,5 +45,8 @@ def add_parser(sub: Any) -> None:
                           help="sshd's port on the hosts (default $TRAINRUN_SSH_PORT, else ssh's)")
     selftest.add_argument("-i", "--ssh-identity-file", metavar="KEY",
                           help="the private key to log in with (default $TRAINRUN_SSH_IDENTITY_FILE, else ssh's)")
+    selftest.add_argument("--skip", action="append", choices=SKIPPABLE, default=[], metavar="CHECK",
+                          help="leave out a check (repeatable): " + ", ".join(SKIPPABLE) + " (Ray Train's "
+                               "TorchTrainer, about 45 s on 2 CPU cores)")
     selftest.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT, metavar="SECONDS",
                           help=f"stop any one job of the selftest after SECONDS (default {DEFAULT_TIMEOUT:g})")

@@ -79,8 +79,9 @@ def captured_output() -> Iterator[BinaryIO]:
 
 class Selftest:
     def __init__(self, hosts: tuple[HostSlots, ...], hosts_option: str, ssh: SshOptions, timeout: float,
-                 detect: Callable[[str], Machine] = detect_machine) -> None:
+                 skip: frozenset[str] = frozenset(), detect: Callable[[str], Machine] = detect_machine) -> None:
         self.hosts = hosts
+        self.skip = skip
         self.hosts_option = hosts_option
         self.ssh = ssh
         self.timeout = timeout
@@ -158,7 +159,9 @@ class Selftest:
             found, error = self.run_job(f"allreduce through {SUITE_TITLES[suite]}", self.plan(
                 ("allreduce", suite, device, sizes_arg), ranks))
             report.sweeps.append(sweep_from_records(suite, ranks, report.sizes, found, transport, error))
-        if not self.hosts and probes and "ray" in probes[0]["frameworks"]:
+        if "ray-train" in self.skip:
+            report.checks.append(Check("ray-train", "skip", "left out: --skip ray-train"))
+        elif not self.hosts and probes and "ray" in probes[0]["frameworks"]:
             found, error = self.run_job("Ray Train on a cluster of trainrun ray", self.ray_plan(device))
             report.checks += ray_train_checks(found) if found else [Check("ray-train", "fail", str(error))]
         if report.gpu and any(sweep.check().status == "fail" for sweep in report.sweeps):
@@ -173,7 +176,7 @@ def main(args: argparse.Namespace) -> int:
     hosts = (parse_hosts("-H", args.hosts) if args.hosts else
              parse_hostfile("--hostfile", args.hostfile) if args.hostfile else ())
     selftest = Selftest(hosts, "--hostfile" if args.hostfile else "-H",
-                        SshOptions(args.ssh_port, args.ssh_identity_file), args.timeout)
+                        SshOptions(args.ssh_port, args.ssh_identity_file), args.timeout, frozenset(args.skip))
     try:
         report = selftest.run(sizes)
     except Interrupted as stopped:

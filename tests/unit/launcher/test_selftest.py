@@ -185,6 +185,7 @@ def test_with_hosts_every_job_is_trainrun_mpis_plan_the_probe_one_rank_per_host(
     (["selftest", "--sizes", "1x"], "--sizes"),
     (["selftest", "-H", "a:x"], "-H"),
     (["selftest", "--hostfile", "/nonexistent/hostfile"], "--hostfile"),
+    (["selftest", "--skip", "allreduce"], "--skip"),
 ])
 def test_bad_input_is_one_line_naming_the_option_exit_2(argv, option, capsys) -> None:
     assert cli.main(argv) == 2
@@ -197,3 +198,21 @@ def test_the_subcommand_parses_its_options() -> None:
                                                 "2222", "--timeout", "60"])
     assert (args.backend, args.json, args.hosts, args.sizes, args.ssh_port, args.timeout) == \
         ("selftest", True, "a:2,b:2", "8B:64B", 2222, 60.0)
+    assert arguments.build_parser().parse_args(["selftest", "--skip", "ray-train"]).skip == ["ray-train"]
+
+
+def test_a_skipped_ray_train_check_is_reported_as_skipped_and_runs_no_ray_job(monkeypatch) -> None:
+    selftest = Selftest((), "-H", SshOptions(), 60.0, skip=frozenset({"ray-train"}),
+                        detect=lambda backend: make_machine(cpu_count=2, local_names=("here",)))
+    probe = {"kind": "probe", "host": "here", "gpus": {"nvidia-smi": 0, "torch": 0}, "frameworks": {"ray": "2.60.0"},
+             "errors": {}}
+    jobs = []
+
+    def run_job(label, plan):
+        jobs.append(plan.backend)
+        return ([probe], None) if label.startswith("probe") else ([], "not run here")
+    monkeypatch.setattr(selftest, "run_job", run_job)
+    report = selftest.run((8,))
+    assert not any(backend.startswith("ray") for backend in jobs)
+    assert [(check.status, check.detail) for check in report.checks if check.name == "ray-train"] == \
+        [("skip", "left out: --skip ray-train")]
