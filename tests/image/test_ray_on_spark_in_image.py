@@ -36,6 +36,7 @@ def test_trainrun_ray_in_docker_s_default_dev_shm_names_it_in_one_line_and_still
     assert "cpus 1.0" in output, output[-3000:]
 
 
+@pytest.mark.long  # a minute; CI keeps Ray on Spark's workflow row and the token test
 def test_ray_on_spark_gives_each_worker_node_the_gpu_spark_assigned_its_executor(in_image):
     """Two local-cluster workers of one placeholder GPU each, with the environment the local pool's and an
     allocation's workers get (pool_daemon.gpu_env, here the container's, which local-cluster's workers and their

@@ -1,5 +1,5 @@
 """`trainrun selftest` in the image, as its user runs it: the CPU path (0 GPUs; torch.distributed over Gloo,
-Horovod over MPI with torch and with TensorFlow, a torch.compile step) passes with every sum exact, and its bad
+Horovod over MPI with torch and with TensorFlow, a torch.compile step, Ray Train) passes with every sum exact, and its bad
 input is one line, exit 2."""
 from __future__ import annotations
 
@@ -35,6 +35,11 @@ def test_every_allreduce_sweep_runs_on_2_ranks_with_every_sum_exact(selftest_rep
     assert (sweep["transport"], sweep["ranks"], sweep["skipped"], sweep["error"]) == (SUITES[suite], 2, None, None)
     assert [r["bytes"] for r in sweep["results"]] == EXPECTED_SIZES
     assert all(r["correct"] and r["seconds"] > 0 and r["busbw_gbps"] == r["algbw_gbps"] for r in sweep["results"])
+
+
+def test_ray_trains_check_runs_2_workers_on_a_cluster_of_trainrun_ray(selftest_report) -> None:
+    [ray_train] = [check for check in selftest_report["checks"] if check["name"] == "ray-train"]
+    assert ray_train["status"] == "ok" and "TorchTrainer with 2 workers" in ray_train["detail"], ray_train
 
 
 def test_a_torch_compile_step_equals_eager(selftest_report) -> None:

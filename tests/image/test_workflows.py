@@ -18,8 +18,9 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # Trainer, Lightning's MLflow autologging; test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows
 # under TorchDistributor, with DeepSpeed, accelerate launch, PEFT, the Trainer's autologging and the distributors'
 # rank-0 logging run under --long, to keep a fresh machine's CI under the hour. So does DeepspeedTorchDistributor on
-# a local-cluster master (its script row stays in CI), and the Ray driver on Ray on Spark under trainrun ray (Ray on
-# Spark's own row and trainrun ray's on one host stay in CI). The distributors' local-mode rows and DeepSpeed's own launcher
+# a local-cluster master (its script row stays in CI), and the Ray Train rows under trainrun ray, on Ray on Spark and on
+# one host (Ray on Spark's own row stays in CI; trainrun ray runs a driver on one host in the integration tier, and
+# Ray Train's example across two nodes in test_slurm's Ray line). The distributors' local-mode rows and DeepSpeed's own launcher
 # run under --long too: in CI, test_distributors runs TorchDistributor(local_mode=True) and DeepspeedTorchDistributor,
 # and test_deepspeed_launch the `deepspeed` launcher on one node and across two containers.
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
@@ -28,7 +29,7 @@ LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "h
                   "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
                   "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster",
                   "torch-distributor-local", "deepspeed-distributor-local", "deepspeed-zero3-launcher",
-                  "ray-train-on-spark-trainrun")
+                  "ray-train-on-spark-trainrun", "ray-train-trainrun")
 
 # spark.executor.memory's default, which the Ray on Spark row leaves (its local-cluster workers offer 2 cores each).
 EXECUTOR_MEMORY = 1024 ** 3
