@@ -7,6 +7,13 @@ The config file holds the ZeRO stage, the micro batch and the optimizer ("torch_
 for DeepSpeed to compile). Every rank saves its shard of the ZeRO checkpoint, which is then loaded back into a fresh
 engine and must give the same predictions; rank 0 alone writes the whole model (save_16bit_model) and prints a JSON
 summary line.
+
+At each epoch's end the ranks save a ZeRO checkpoint (DeepSpeed's save_checkpoint, the epoch and losses in its client
+state) into --checkpoint-dir/zero, a folder every rank shares, and a run started again resumes from the newest one
+(load_checkpoint): a run stopped, killed or requeued loses at most the epoch it was in. DeepSpeed finds the newest
+through the folder's `latest` file, which it writes in place, and before the other ranks have finished their shards;
+the example writes `latest` itself once every rank's shard is written, under another name then renamed, so a kill
+during a save leaves `latest` naming the previous, complete checkpoint.
 """
 import argparse
 import json
@@ -37,6 +44,21 @@ def predict(engine, images):
         return engine(images.to(engine.device)).argmax(dim=1).cpu()
 
 
+def save_epoch(engine, zero_dir, epoch, epoch_losses):
+    """Every rank's shard of the epoch's checkpoint; then rank 0 points `latest` at it."""
+    tag = f"epoch-{epoch}"
+    engine.save_checkpoint(zero_dir, tag=tag, client_state={"epoch": epoch, "epoch_losses": epoch_losses},
+                           save_latest=False)  # ends in a barrier: every shard is written
+    if dist.get_rank() == 0:
+        partial = os.path.join(zero_dir, "latest.partial")
+        with open(partial, "w") as latest:
+            latest.write(tag)
+            latest.flush()
+            os.fsync(latest.fileno())
+        os.replace(partial, os.path.join(zero_dir, "latest"))
+    dist.barrier()
+
+
 def arguments() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser()  # the batch size and the optimizer are the DeepSpeed config's
     parser.add_argument("--epochs", type=int, default=3)
@@ -60,8 +82,14 @@ def train(args) -> dict:
     loader = DataLoader(train_set, batch_size=engine.train_micro_batch_size_per_gpu(), sampler=sampler)
     print(f"rank {rank} of {world} trains on {len(sampler)} images with ZeRO stage {stage}", flush=True)
 
-    epoch_losses = []
-    for epoch in range(args.epochs):
+    zero_dir = os.path.join(args.checkpoint_dir, "zero")
+    first_epoch, epoch_losses = 0, []
+    resumed_from, client_state = engine.load_checkpoint(zero_dir)  # (None, None) without a `latest` there
+    if resumed_from:
+        first_epoch, epoch_losses = client_state["epoch"], client_state["epoch_losses"]
+        if rank == 0:
+            print(f"resumed from step {engine.global_steps} ({resumed_from})", flush=True)
+    for epoch in range(first_epoch, args.epochs):
         engine.train()
         sampler.set_epoch(epoch)
         total = torch.zeros(1, device=engine.device)  # NCCL reduces tensors on the GPU only
@@ -74,6 +102,7 @@ def train(args) -> dict:
         epoch_losses.append(total.item() / world / len(loader))
         if rank == 0:
             print(f"epoch {epoch} loss {epoch_losses[-1]:.4f} (ZeRO stage {stage})", flush=True)
+        save_epoch(engine, zero_dir, epoch + 1, epoch_losses)
 
     test_images, test_labels = make_digits(1000, seed=1)
     test_images = torch.from_numpy(test_images)
@@ -84,8 +113,7 @@ def train(args) -> dict:
 
     # The ZeRO checkpoint: each rank writes its own shard of the optimizer state (and, under ZeRO-3, of the
     # weights), all into one folder the ranks share (one host here; a shared file system across hosts).
-    zero_dir = os.path.join(args.checkpoint_dir, "zero")
-    engine.save_checkpoint(zero_dir, tag="final")
+    engine.save_checkpoint(zero_dir, tag="final", save_latest=False)  # `latest` stays the last epoch's
     restored = engine_for(args, seed=7)  # other initial weights: the loaded checkpoint must replace them
     restored.load_checkpoint(zero_dir, tag="final")
     restored_same = bool(torch.equal(predict(restored, test_images), predictions))

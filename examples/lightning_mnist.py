@@ -6,7 +6,13 @@ lightning_mnist.py`); examples/lightning_distributor_mnist.py runs the same `tra
 Under torchrun, Lightning takes the ranks from torchrun's environment: `devices` (processes per node) times
 `num_nodes` must be the number of ranks started. Lightning gives each rank its share of the data (a
 DistributedSampler of its own) and averages the logged loss over the ranks (sync_dist). Rank 0 alone writes the
-checkpoint and prints a JSON summary line.
+checkpoints and prints a JSON summary line.
+
+Lightning's own ModelCheckpoint saves at each epoch's end into --checkpoint-dir (a folder every rank shares), and
+`fit(ckpt_path="last")` resumes from its `last.ckpt` when one is there: a run stopped, killed or requeued starts
+again at the last finished epoch (end-of-epoch checkpoints: a fit resumed mid-epoch would see that epoch's first
+batches again). Lightning writes each checkpoint under another name and renames it, so a kill during a save leaves
+the previous one.
 """
 import json
 import os
@@ -14,6 +20,7 @@ import os
 import lightning as L
 import torch
 import torch.nn.functional as F
+from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import DataLoader, TensorDataset
 
 from digit_net import DigitNet
@@ -44,13 +51,28 @@ class DigitClassifier(L.LightningModule):
 
 
 class EpochLosses(L.Callback):
-    """Each epoch's loss, averaged over its steps and the ranks."""
+    """Each epoch's loss, averaged over its steps and the ranks; kept in the checkpoints, so a resumed run's summary
+    holds the epochs before the stop too."""
 
     def __init__(self):
         self.losses = []
 
     def on_train_epoch_end(self, trainer, pl_module):
         self.losses.append(trainer.callback_metrics["train_loss"].item())
+
+    def state_dict(self):
+        return {"losses": self.losses}
+
+    def load_state_dict(self, state_dict):
+        self.losses = state_dict["losses"]
+
+
+class ResumedLine(L.Callback):
+    """The line every resuming example prints (trainrun.checkpoint's message), from where Lightning restored."""
+
+    def on_train_start(self, trainer, pl_module):
+        if trainer.ckpt_path and trainer.is_global_zero:
+            print(f"resumed from step {trainer.global_step} ({trainer.ckpt_path})", flush=True)
 
 
 def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_dir: str, devices: int = 2,
@@ -63,10 +85,11 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
                         shuffle=True)
     model = DigitClassifier(lr)
     epoch_losses = EpochLosses()
+    each_epoch = ModelCheckpoint(dirpath=checkpoint_dir, every_n_epochs=1, save_last=True)
     trainer = L.Trainer(accelerator="auto", devices=devices, num_nodes=num_nodes, strategy="ddp", max_epochs=epochs,
-                        callbacks=[epoch_losses], logger=False, enable_checkpointing=False,
+                        callbacks=[epoch_losses, each_epoch, ResumedLine()], logger=False,
                         enable_progress_bar=False, enable_model_summary=False)
-    trainer.fit(model, loader)
+    trainer.fit(model, loader, ckpt_path="last")
 
     test_images, test_labels = make_digits(1000, seed=1)
     model.eval()

@@ -1,6 +1,6 @@
 """A job stopped mid-training resumes where it was, in the image, for the examples whose frameworks the host lacks:
-Horovod's (tests/image/units/resume_horovod.py). The DDP example's restarts are the integration tier's
-(tests/integration/test_resume.py)."""
+Horovod's (tests/image/units/resume_horovod.py), Lightning's and DeepSpeed's (tests/image/units/resume_at_epochs.py).
+The DDP example's restarts are the integration tier's (tests/integration/test_resume.py)."""
 from __future__ import annotations
 
 import json
@@ -22,3 +22,25 @@ def test_the_horovod_example_stopped_by_sigterm_resumes_from_its_checkpoint(in_i
     assert got["again"]["code"] == 0 and got["again"]["resumed_from"] == got["stopped"]["saved"][-1], got["again"]
     assert 10 <= got["again"]["resumed_from"] < got["final_step"], "the stop landed mid-training"
     assert abs(got["again"]["summary"]["accuracy"] - got["unbroken"]["summary"]["accuracy"]) <= 0.02, got
+
+
+@pytest.mark.long  # about 45 s each: three fits; CI keeps the Horovod example's resume
+@pytest.mark.parametrize("example", ["lightning", "deepspeed"])
+def test_an_example_checkpointing_at_epochs_stopped_by_sigterm_resumes_from_its_last_epoch(in_image, tmp_path,
+                                                                                         example) -> None:
+    """Lightning's ModelCheckpoint and DeepSpeed's ZeRO checkpoints: resumed at an epoch's end, the run sees every
+    batch once, so it ends with the unbroken run's losses."""
+    tmp_path.chmod(0o777)
+    output = in_image.run(["python", "/units/resume_at_epochs.py", example, "/work"], timeout=800,
+                          volumes={str(tmp_path): {"bind": "/work", "mode": "rw"}})
+    got = json.loads(next(line for line in reversed(output.splitlines()) if line.startswith('{"final_step"')))
+    runs = ("unbroken", "stopped", "again")
+    print(json.dumps({key: {k: v for k, v in got[key].items() if k != "tail"} for key in runs}))
+    assert got["unbroken"]["code"] == 0, got["unbroken"]["tail"]
+    assert got["stopped"]["code"] != 0 and got["stopped"]["saved"], got["stopped"]
+    assert got["again"]["code"] == 0 and got["again"]["resumed_from"] == got["stopped"]["saved"][-1], got["again"]
+    assert got["again"]["resumed_from"] % got["steps_per_epoch"] == 0
+    assert got["again"]["resumed_from"] < got["final_step"], "the stop landed mid-training"
+    unbroken, again = got["unbroken"]["summary"], got["again"]["summary"]
+    assert again["losses"] == pytest.approx(unbroken["losses"], rel=1e-4), (again["losses"], unbroken["losses"])
+    assert abs(again["accuracy"] - unbroken["accuracy"]) <= 0.02, got
