@@ -1,6 +1,7 @@
 """A job stopped mid-training resumes where it was, in the image, for the examples whose frameworks the host lacks:
-Horovod's (tests/image/units/resume_horovod.py), Lightning's and DeepSpeed's (tests/image/units/resume_at_epochs.py).
-The DDP example's restarts are the integration tier's (tests/integration/test_resume.py)."""
+Horovod's (tests/image/units/resume_horovod.py), Lightning's, DeepSpeed's and the Trainer's
+(tests/image/units/resume_at_epochs.py). The DDP example's restarts are the integration tier's
+(tests/integration/test_resume.py)."""
 from __future__ import annotations
 
 import json
@@ -25,11 +26,13 @@ def test_the_horovod_example_stopped_by_sigterm_resumes_from_its_checkpoint(in_i
 
 
 @pytest.mark.long  # about 45 s each: three fits; CI keeps the Horovod example's resume
-@pytest.mark.parametrize("example", ["lightning", "deepspeed"])
+@pytest.mark.parametrize("example", ["lightning", "deepspeed", "hf"])
 def test_an_example_checkpointing_at_epochs_stopped_by_sigterm_resumes_from_its_last_epoch(in_image, tmp_path,
                                                                                          example) -> None:
-    """Lightning's ModelCheckpoint and DeepSpeed's ZeRO checkpoints: resumed at an epoch's end, the run sees every
-    batch once, so it ends with the unbroken run's losses."""
+    """Lightning's ModelCheckpoint, DeepSpeed's ZeRO checkpoints and the Trainer's checkpoint folders: resumed at an
+    epoch's end, the run sees every batch once, so it ends with the unbroken run's losses. For the Trainer, whose
+    saves are not atomic, the stopped run's folder also gets a newer checkpoint cut off mid-save, which the example
+    must pass over."""
     tmp_path.chmod(0o777)
     output = in_image.run(["python", "/units/resume_at_epochs.py", example, "/work"], timeout=800,
                           volumes={str(tmp_path): {"bind": "/work", "mode": "rw"}})

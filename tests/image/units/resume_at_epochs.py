@@ -1,11 +1,11 @@
 """In the image: an example that checkpoints at each epoch's end with its library's own checkpoints, unchanged,
-stopped mid-training and started again: Lightning's (examples/lightning_mnist.py: ModelCheckpoint, `last.ckpt`) or
-DeepSpeed's (examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`). Unbroken: one run. Stopped: SIGTERM
-to `trainrun torch` once the first epoch's checkpoint is written, as Slurm's time limit or requeue stops a step; then
-the same line again, which must resume. Prints one JSON line of what each run showed, for
-tests/image/test_resume_in_image.py.
+stopped mid-training and started again: Lightning's (examples/lightning_mnist.py: ModelCheckpoint, `last.ckpt`),
+DeepSpeed's (examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`) or the Hugging Face Trainer's
+(examples/hf_causal_lm.py: `checkpoint-STEP` folders). Unbroken: one run. Stopped: SIGTERM to `trainrun torch` once
+the first epoch's checkpoint is written, as Slurm's time limit or requeue stops a step; then the same line again,
+which must resume. Prints one JSON line of what each run showed, for tests/image/test_resume_in_image.py.
 
-    python resume_at_epochs.py lightning|deepspeed WORK_FOLDER"""
+    python resume_at_epochs.py lightning|deepspeed|hf WORK_FOLDER"""
 import glob
 import json
 import os
@@ -16,30 +16,40 @@ import sys
 import time
 
 EXAMPLES = "/opt/trainstack/examples"
-# 188 steps an epoch on each of 2 ranks: the stop lands in the second epoch or later.
-TRAIN_SIZE, BATCH, EPOCHS = 12000, 32, 4
-STEPS_PER_EPOCH = -(-TRAIN_SIZE // 2 // BATCH)
+BATCH, EPOCHS = 32, 4
+# Enough data for the stop to land in the second epoch or later: 188 steps an epoch on each of 2 ranks (the Trainer's
+# tiny GPT-2 steps are slower: 32).
+TRAIN_SIZE = {"lightning": 12000, "deepspeed": 12000, "hf": 2000}
 RESUMED = re.compile(r"resumed from step (\d+) \(")
 EXAMPLE_ARGS = {
     "lightning": [f"{EXAMPLES}/lightning_mnist.py", "--batch-size", str(BATCH)],
     # the config's micro batch is 32
     "deepspeed": [f"{EXAMPLES}/deepspeed_zero_mnist.py", "--deepspeed", "--deepspeed_config",
                   f"{EXAMPLES}/deepspeed_zero2.json"],
+    "hf": [f"{EXAMPLES}/hf_causal_lm.py", "--batch-size", str(BATCH)],
 }
-# The file that appears once an epoch's checkpoint is complete, and the steps of the checkpoints a folder holds.
-WRITTEN = {"lightning": "last.ckpt", "deepspeed": "zero/latest"}
+# The files that appear once an epoch's checkpoint is complete.
+WRITTEN = {"lightning": "last.ckpt", "deepspeed": "zero/latest", "hf": "checkpoint-*/trainer_state.json"}
+
+
+def steps_per_epoch(kind):
+    return -(-TRAIN_SIZE[kind] // 2 // BATCH)
 
 
 def saved_steps(kind, folder):
+    """The steps of the complete checkpoints the folder holds."""
     if kind == "lightning":
         return sorted(int(re.search(r"step=(\d+)\.ckpt$", path)[1]) for path in glob.glob(f"{folder}/epoch=*.ckpt"))
+    if kind == "hf":
+        return sorted(int(path.split("/")[-2].removeprefix("checkpoint-"))
+                      for path in glob.glob(f"{folder}/{WRITTEN['hf']}"))
     epochs = (re.fullmatch(r"epoch-(\d+)", os.path.basename(path)) for path in glob.glob(f"{folder}/zero/epoch-*"))
-    return sorted(int(epoch[1]) * STEPS_PER_EPOCH for epoch in epochs if epoch)
+    return sorted(int(epoch[1]) * steps_per_epoch(kind) for epoch in epochs if epoch)
 
 
 def training(kind, folder):
     return subprocess.Popen(["trainrun", "torch", "--nproc-per-node", "2", *EXAMPLE_ARGS[kind], "--checkpoint-dir",
-                             folder, "--train-size", str(TRAIN_SIZE), "--epochs", str(EPOCHS)],
+                             folder, "--train-size", str(TRAIN_SIZE[kind]), "--epochs", str(EPOCHS)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -53,7 +63,7 @@ def main():
     unbroken = training(kind, f"{work}/unbroken")
     unbroken_out, _ = unbroken.communicate(timeout=600)
     stopped = training(kind, f"{work}/stopped")
-    while not os.path.exists(f"{work}/stopped/{WRITTEN[kind]}"):
+    while not glob.glob(f"{work}/stopped/{WRITTEN[kind]}"):
         if stopped.poll() is not None:
             break
         time.sleep(0.02)
@@ -62,12 +72,17 @@ def main():
     stopped_out, _ = stopped.communicate(timeout=120)
     stop_seconds = time.monotonic() - started
     saved = saved_steps(kind, f"{work}/stopped")
+    if kind == "hf":  # what a kill during the next save leaves: the folder without its trainer_state.json
+        partial = f"{work}/stopped/checkpoint-{saved[-1] + steps_per_epoch(kind)}"
+        os.makedirs(partial, exist_ok=True)
+        with open(f"{partial}/model.safetensors", "wb") as cut_off:
+            cut_off.write(b"\0" * 100)
     again = training(kind, f"{work}/stopped")
     started = time.monotonic()
     again_out, _ = again.communicate(timeout=600)
     resumed = RESUMED.search(again_out)
     print(json.dumps({
-        "final_step": STEPS_PER_EPOCH * EPOCHS, "steps_per_epoch": STEPS_PER_EPOCH,
+        "final_step": steps_per_epoch(kind) * EPOCHS, "steps_per_epoch": steps_per_epoch(kind),
         "unbroken": {"code": unbroken.returncode, "summary": summary(unbroken_out), "tail": unbroken_out[-1500:]},
         "stopped": {"code": stopped.returncode, "seconds": round(stop_seconds, 1), "saved": saved,
                     "tail": stopped_out[-1500:]},
