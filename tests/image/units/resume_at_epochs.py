@@ -1,11 +1,12 @@
-"""In the image: an example that checkpoints at each epoch's end with its library's own checkpoints, unchanged,
+"""In the image: an example that checkpoints at each epoch's end, unchanged,
 stopped mid-training and started again: Lightning's (examples/lightning_mnist.py: ModelCheckpoint, `last.ckpt`),
-DeepSpeed's (examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`) or the Hugging Face Trainer's
-(examples/hf_causal_lm.py: `checkpoint-STEP` folders). Unbroken: one run. Stopped: SIGTERM to `trainrun torch` once
+DeepSpeed's (examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`), the Hugging Face Trainer's
+(examples/hf_causal_lm.py: `checkpoint-STEP` folders), or Horovod's Keras example's (examples/horovod_keras_mnist.py:
+trainrun.checkpoint's `step-N` folders, under `trainrun mpi`). Unbroken: one run. Stopped: SIGTERM to trainrun once
 the first epoch's checkpoint is written, as Slurm's time limit or requeue stops a step; then the same line again,
 which must resume. Prints one JSON line of what each run showed, for tests/image/test_resume_in_image.py.
 
-    python resume_at_epochs.py lightning|deepspeed|hf WORK_FOLDER"""
+    python resume_at_epochs.py lightning|deepspeed|hf|horovod-keras WORK_FOLDER"""
 import glob
 import json
 import os
@@ -19,7 +20,7 @@ EXAMPLES = "/opt/trainstack/examples"
 BATCH, EPOCHS = 32, 4
 # Enough data for the stop to land in the second epoch or later: 188 steps an epoch on each of 2 ranks (the Trainer's
 # tiny GPT-2 steps are slower: 32).
-TRAIN_SIZE = {"lightning": 12000, "deepspeed": 12000, "hf": 2000}
+TRAIN_SIZE = {"lightning": 12000, "deepspeed": 12000, "hf": 2000, "horovod-keras": 12000}
 RESUMED = re.compile(r"resumed from step (\d+) \(")
 EXAMPLE_ARGS = {
     "lightning": [f"{EXAMPLES}/lightning_mnist.py", "--batch-size", str(BATCH)],
@@ -27,13 +28,16 @@ EXAMPLE_ARGS = {
     "deepspeed": [f"{EXAMPLES}/deepspeed_zero_mnist.py", "--deepspeed", "--deepspeed_config",
                   f"{EXAMPLES}/deepspeed_zero2.json"],
     "hf": [f"{EXAMPLES}/hf_causal_lm.py", "--batch-size", str(BATCH)],
+    "horovod-keras": [f"{EXAMPLES}/horovod_keras_mnist.py", "--batch-size", str(BATCH)],
 }
 # The files that appear once an epoch's checkpoint is complete.
-WRITTEN = {"lightning": "last.ckpt", "deepspeed": "zero/latest", "hf": "checkpoint-*/trainer_state.json"}
+WRITTEN = {"lightning": "last.ckpt", "deepspeed": "zero/latest", "hf": "checkpoint-*/trainer_state.json",
+           "horovod-keras": "step-*"}
 
 
 def steps_per_epoch(kind):
-    return -(-TRAIN_SIZE[kind] // 2 // BATCH)
+    per_rank = TRAIN_SIZE[kind] // 2
+    return per_rank // BATCH if kind == "horovod-keras" else -(-per_rank // BATCH)  # Keras: whole batches
 
 
 def saved_steps(kind, folder):
@@ -43,12 +47,15 @@ def saved_steps(kind, folder):
     if kind == "hf":
         return sorted(int(path.split("/")[-2].removeprefix("checkpoint-"))
                       for path in glob.glob(f"{folder}/{WRITTEN['hf']}"))
+    if kind == "horovod-keras":
+        return sorted(int(os.path.basename(path).removeprefix("step-")) for path in glob.glob(f"{folder}/step-*"))
     epochs = (re.fullmatch(r"epoch-(\d+)", os.path.basename(path)) for path in glob.glob(f"{folder}/zero/epoch-*"))
     return sorted(int(epoch[1]) * steps_per_epoch(kind) for epoch in epochs if epoch)
 
 
 def training(kind, folder):
-    return subprocess.Popen(["trainrun", "torch", "--nproc-per-node", "2", *EXAMPLE_ARGS[kind], "--checkpoint-dir",
+    launcher = ["mpi", "-np", "2", "python"] if kind.startswith("horovod") else ["torch", "--nproc-per-node", "2"]
+    return subprocess.Popen(["trainrun", *launcher, *EXAMPLE_ARGS[kind], "--checkpoint-dir",
                              folder, "--train-size", str(TRAIN_SIZE[kind]), "--epochs", str(EPOCHS)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
