@@ -1,7 +1,6 @@
 """A job stopped mid-training resumes where it was, in the image, for the examples whose frameworks the host lacks:
-Horovod's (tests/image/units/resume_horovod.py); Lightning's, DeepSpeed's, the Trainer's and Horovod Keras'
-(tests/image/units/resume_at_epochs.py). The DDP example's restarts are the integration tier's
-(tests/integration/test_resume.py)."""
+Horovod's, Lightning's, DeepSpeed's and the Trainer's (tests/image/units/resume_after_stop.py). The DDP example's
+restarts are the integration tier's (tests/integration/test_resume.py)."""
 from __future__ import annotations
 
 import json
@@ -13,7 +12,7 @@ pytestmark = [pytest.mark.image, pytest.mark.timeout(900)]
 
 def test_the_horovod_example_stopped_by_sigterm_resumes_from_its_checkpoint(in_image, tmp_path) -> None:
     tmp_path.chmod(0o777)  # the image's user writes the checkpoints
-    output = in_image.run(["python", "/units/resume_horovod.py", "/work"], timeout=800,
+    output = in_image.run(["python", "/units/resume_after_stop.py", "horovod-torch", "/work"], timeout=800,
                           volumes={str(tmp_path): {"bind": "/work", "mode": "rw"}})
     got = json.loads(next(line for line in reversed(output.splitlines()) if line.startswith('{"final_step"')))
     runs = ("unbroken", "stopped", "again")
@@ -35,7 +34,7 @@ def test_an_example_checkpointing_at_epochs_stopped_by_sigterm_resumes_from_its_
     saves are not atomic, the stopped run's folder also gets a newer checkpoint cut off mid-save, which the example
     must pass over."""
     tmp_path.chmod(0o777)
-    output = in_image.run(["python", "/units/resume_at_epochs.py", example, "/work"], timeout=800,
+    output = in_image.run(["python", "/units/resume_after_stop.py", example, "/work"], timeout=800,
                           volumes={str(tmp_path): {"bind": "/work", "mode": "rw"}})
     got = json.loads(next(line for line in reversed(output.splitlines()) if line.startswith('{"final_step"')))
     runs = ("unbroken", "stopped", "again")

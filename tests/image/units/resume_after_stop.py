@@ -1,12 +1,14 @@
-"""In the image: an example that checkpoints at each epoch's end, unchanged,
-stopped mid-training and started again: Lightning's (examples/lightning_mnist.py: ModelCheckpoint, `last.ckpt`),
-DeepSpeed's (examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`), the Hugging Face Trainer's
-(examples/hf_causal_lm.py: `checkpoint-STEP` folders), or Horovod's Keras example's (examples/horovod_keras_mnist.py:
-trainrun.checkpoint's `step-N` folders, under `trainrun mpi`). Unbroken: one run. Stopped: SIGTERM to trainrun once
-the first epoch's checkpoint is written, as Slurm's time limit or requeue stops a step; then the same line again,
-which must resume. Prints one JSON line of what each run showed, for tests/image/test_resume_in_image.py.
+"""In the image: an example that checkpoints, unchanged, stopped mid-training and started again. The Horovod examples
+checkpoint through trainrun.checkpoint (`step-N` folders; examples/horovod_torch_mnist.py every 10 steps and at each
+epoch's end, examples/horovod_keras_mnist.py at each epoch's end), the others with their library's own checkpoints at
+each epoch's end: Lightning's (examples/lightning_mnist.py: ModelCheckpoint, `last.ckpt`), DeepSpeed's
+(examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`) and the Hugging Face Trainer's
+(examples/hf_causal_lm.py: `checkpoint-STEP` folders). Unbroken: one run. Stopped: SIGTERM to trainrun (`trainrun
+mpi -np 2` or `trainrun torch --nproc-per-node 2`) once the first checkpoint is written, as Slurm's time limit or
+requeue stops a step; then the same line again, which must resume. Prints one JSON line of what each run showed, for
+tests/image/test_resume_in_image.py.
 
-    python resume_at_epochs.py lightning|deepspeed|hf|horovod-keras WORK_FOLDER"""
+    python resume_after_stop.py horovod-torch|horovod-keras|lightning|deepspeed|hf WORK_FOLDER"""
 import glob
 import json
 import os
@@ -17,12 +19,14 @@ import sys
 import time
 
 EXAMPLES = "/opt/trainstack/examples"
-BATCH, EPOCHS = 32, 4
-# Enough data for the stop to land in the second epoch or later: 188 steps an epoch on each of 2 ranks (the Trainer's
-# tiny GPT-2 steps are slower: 32).
-TRAIN_SIZE = {"lightning": 12000, "deepspeed": 12000, "hf": 2000, "horovod-keras": 12000}
+BATCH = 32
+# Enough data for the stop to land mid-training: 188 steps an epoch on each of 2 ranks (the Trainer's tiny GPT-2
+# steps are slower: 32).
+TRAIN_SIZE = {"horovod-torch": 12000, "horovod-keras": 12000, "lightning": 12000, "deepspeed": 12000, "hf": 2000}
+EPOCHS = {"horovod-torch": 3, "horovod-keras": 4, "lightning": 4, "deepspeed": 4, "hf": 4}
 RESUMED = re.compile(r"resumed from step (\d+) \(")
 EXAMPLE_ARGS = {
+    "horovod-torch": [f"{EXAMPLES}/horovod_torch_mnist.py", "--batch-size", str(BATCH), "--checkpoint-every", "10"],
     "lightning": [f"{EXAMPLES}/lightning_mnist.py", "--batch-size", str(BATCH)],
     # the config's micro batch is 32
     "deepspeed": [f"{EXAMPLES}/deepspeed_zero_mnist.py", "--deepspeed", "--deepspeed_config",
@@ -30,9 +34,9 @@ EXAMPLE_ARGS = {
     "hf": [f"{EXAMPLES}/hf_causal_lm.py", "--batch-size", str(BATCH)],
     "horovod-keras": [f"{EXAMPLES}/horovod_keras_mnist.py", "--batch-size", str(BATCH)],
 }
-# The files that appear once an epoch's checkpoint is complete.
-WRITTEN = {"lightning": "last.ckpt", "deepspeed": "zero/latest", "hf": "checkpoint-*/trainer_state.json",
-           "horovod-keras": "step-*"}
+# The files that appear once a checkpoint is complete.
+WRITTEN = {"horovod-torch": "step-*", "horovod-keras": "step-*", "lightning": "last.ckpt", "deepspeed": "zero/latest",
+           "hf": "checkpoint-*/trainer_state.json"}
 
 
 def steps_per_epoch(kind):
@@ -47,7 +51,7 @@ def saved_steps(kind, folder):
     if kind == "hf":
         return sorted(int(path.split("/")[-2].removeprefix("checkpoint-"))
                       for path in glob.glob(f"{folder}/{WRITTEN['hf']}"))
-    if kind == "horovod-keras":
+    if kind.startswith("horovod"):
         return sorted(int(os.path.basename(path).removeprefix("step-")) for path in glob.glob(f"{folder}/step-*"))
     epochs = (re.fullmatch(r"epoch-(\d+)", os.path.basename(path)) for path in glob.glob(f"{folder}/zero/epoch-*"))
     return sorted(int(epoch[1]) * steps_per_epoch(kind) for epoch in epochs if epoch)
@@ -56,7 +60,7 @@ def saved_steps(kind, folder):
 def training(kind, folder):
     launcher = ["mpi", "-np", "2", "python"] if kind.startswith("horovod") else ["torch", "--nproc-per-node", "2"]
     return subprocess.Popen(["trainrun", *launcher, *EXAMPLE_ARGS[kind], "--checkpoint-dir",
-                             folder, "--train-size", str(TRAIN_SIZE[kind]), "--epochs", str(EPOCHS)],
+                             folder, "--train-size", str(TRAIN_SIZE[kind]), "--epochs", str(EPOCHS[kind])],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -89,7 +93,7 @@ def main():
     again_out, _ = again.communicate(timeout=600)
     resumed = RESUMED.search(again_out)
     print(json.dumps({
-        "final_step": steps_per_epoch(kind) * EPOCHS, "steps_per_epoch": steps_per_epoch(kind),
+        "final_step": steps_per_epoch(kind) * EPOCHS[kind], "steps_per_epoch": steps_per_epoch(kind),
         "unbroken": {"code": unbroken.returncode, "summary": summary(unbroken_out), "tail": unbroken_out[-1500:]},
         "stopped": {"code": stopped.returncode, "seconds": round(stop_seconds, 1), "saved": saved,
                     "tail": stopped_out[-1500:]},
