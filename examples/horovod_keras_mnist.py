@@ -7,7 +7,7 @@ ended with the same weights.
 At each epoch's end rank 0 writes a checkpoint through trainrun.checkpoint (the weights, the optimizer's momentum
 and the losses so far; under another name then renamed, the newest three kept). A run started again resumes from
 the newest one, as Horovod's own examples resume: rank 0 loads it, Horovod broadcasts the weights and the optimizer
-to the other ranks (BroadcastGlobalVariablesCallback), and the fit starts at the next epoch (`initial_epoch`).
+to the other ranks before the first step, and the fit starts at the next epoch (`initial_epoch`).
 """
 import json
 import os
@@ -15,6 +15,7 @@ import os
 import horovod.tensorflow.keras as hvd
 import numpy as np
 import tensorflow as tf
+from horovod.tensorflow import broadcast_variables
 
 from digit_keras_net import digit_keras_net
 from synthetic_digits import make_digits, training_arguments
@@ -68,12 +69,15 @@ def main():
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     resumed = checkpoint.latest(args.checkpoint_dir) if hvd.rank() == 0 else None
     first_epoch = int(hvd.broadcast(tf.constant(resumed.step // steps_per_epoch if resumed else 0), root_rank=0))
+    losses = []
     if first_epoch:
         # Every rank builds its optimizer here, so that all name its variables alike for the broadcast.
         model.optimizer.build(model.trainable_variables)
-    losses = resume(model, resumed.path) if resumed else []
-    if resumed:
-        print(resumed.message(), flush=True)
+        if resumed:
+            losses = resume(model, resumed.path)
+            print(resumed.message(), flush=True)
+        # Horovod's callback broadcasts after the first step; a resumed run's ranks take that step from rank 0's state.
+        broadcast_variables([*model.variables, *model.optimizer.variables], root_rank=0)
     # The metric average comes first, so that the checkpoint's losses are every rank's.
     callbacks = [hvd.callbacks.BroadcastGlobalVariablesCallback(0), hvd.callbacks.MetricAverageCallback()]
     if hvd.rank() == 0:
