@@ -12,19 +12,15 @@ import base64
 import csv
 import hashlib
 import io
-import re
 import sys
 from pathlib import Path
+
+from venv_layers import canonical  # the builder's scripts folder: the name rule the layers' split uses
 
 
 def file_hash(path: Path) -> str:
     digest = hashlib.sha256(path.read_bytes()).digest()
     return "sha256=" + base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
-
-
-def canonical(name: str) -> str:
-    """A distribution's name as venv_layers.py compares them: lower case, runs of -_. as one -."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def record_of(site_packages: Path, distribution: str) -> Path:
