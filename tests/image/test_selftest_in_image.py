@@ -1,6 +1,6 @@
 """`trainrun selftest` in the image, as its user runs it: the CPU path (0 GPUs; torch.distributed over Gloo,
-Horovod over MPI with torch and with TensorFlow, a torch.compile step, Ray Train) passes with every sum exact, and its bad
-input is one line, exit 2."""
+Horovod over MPI with torch and with TensorFlow, a torch.compile step, Ray Train) passes with every sum exact, and its
+bad input is one line, exit 2."""
 from __future__ import annotations
 
 import json

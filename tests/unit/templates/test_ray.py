@@ -184,7 +184,6 @@ def test_the_cli_offers_the_ray_targets(capsys) -> None:
     assert set(RAY_TARGETS) <= set(TARGETS)
 
 
-
 # The Ray render lines the guides show, as they show them (ray.md's with a registry, templates.md's without).
 REPO = Path(__file__).resolve().parents[3]
 RAYJOB_PAGE_LINES = [line for page in ("docs/guides/ray.md", "docs/guides/templates.md")
