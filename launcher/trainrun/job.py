@@ -68,6 +68,7 @@ class SparkJob:
     local_mode: bool = False
     framework: str = "torch"  # "torch": a torch.distributed rank per task; "horovod": Horovod Gloo ranks
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
+    max_restarts: int = 0  # a failed stage runs again up to N times
     check_master: bool = True  # a spark:// master must accept a connection (not for --dry-run, which stays offline)
     run: RunOptions = RunOptions()  # the timeouts and the output options, for every backend
     # The caller's SparkSession (trainrun.run(spark=session)): the stage runs in it, in this process.

@@ -39,6 +39,9 @@ pytestmark = pytest.mark.long
 
 UNITS_DIR = Path(__file__).parent / "units"
 JOB_TIMEOUT = 240
+# 47 batches an epoch on each of 2 ranks: a checkpoint every 10 steps falls mid-epoch.
+CHECKPOINTED_TRAINING = [f"{EXAMPLES_DIR}/ddp_torch_mnist.py", "--epochs", "3", "--checkpoint-every", "10"]
+RESUMED = re.compile(r"resumed from step (\d+) \((.+)\)")
 # Fail at the first lost task instead of retrying it or the barrier stage on what is left.
 FAIL_FAST = ["--conf", "spark.task.maxFailures=1", "--conf", "spark.stage.maxConsecutiveAttempts=1"]
 
@@ -306,6 +309,64 @@ def test_the_secret_shows_in_no_inspect_process_line_or_log(docker_client, runni
         assert secret not in lines.decode(errors="replace")
 
 
+def pool_worker(docker_client, plan: dict, index: int):
+    return docker_client.containers.get(f"{plan['pool']}-worker-{index}")
+
+
+def wait_for_checkpoint(worker, folder: str, timeout: float) -> str:
+    """The first `step-N` checkpoint in `folder` of the pool's work volume, as a worker sees it."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        _, listing = worker.exec_run(["sh", "-c", f"ls {folder} 2>/dev/null"])
+        steps = [name for name in listing.decode().split() if re.fullmatch(r"step-\d+", name)]
+        if steps:
+            return steps[0]
+        time.sleep(0.2)
+    raise AssertionError(f"no checkpoint in {folder} after {timeout:g}s")
+
+
+def test_a_lost_worker_back_in_the_pool_resumes_the_job_from_its_checkpoint(docker_client, running_pool):
+    """`trainrun spark --max-restarts 1`, one rank on each worker (a placeholder GPU each): worker-2's container
+    killed once a checkpoint is written, then started again. The stage runs again once both workers have a slot, the
+    ranks resume from the checkpoint, not step 0, and end with the accuracy of an unbroken run."""
+    checkpoints = f"{NOTEBOOK_DIR}/checkpoints-{uuid.uuid4().hex[:6]}"
+    on_each_worker = ["--set", "gpu.per_task=1", "--use-gpu"]
+    code, output = submit(docker_client, running_pool, trainrun_spark(
+        running_pool, *on_each_worker, "--", *CHECKPOINTED_TRAINING, "--checkpoint-dir", f"{checkpoints}-unbroken"))
+    assert code == 0, output[-4000:]
+    unbroken = summary(output)
+
+    out = StreamedOutput()
+    result: list[int] = []
+    command = trainrun_spark(running_pool, *on_each_worker, "--max-restarts", "1", "--", *CHECKPOINTED_TRAINING,
+                             "--checkpoint-dir", checkpoints)
+    job = threading.Thread(target=lambda: result.append(pool.submit(command, running_pool["pool"],
+                                                                    docker_client, out)))
+    started = time.monotonic()
+    job.start()
+    first = wait_for_checkpoint(pool_worker(docker_client, running_pool, 1), checkpoints, JOB_TIMEOUT)
+    worker_2 = pool_worker(docker_client, running_pool, 2)
+    worker_2.kill()
+    killed = time.monotonic()
+    out.wait_for("the Spark stage starts again", count=1, timeout=120)
+    failed = time.monotonic()
+    worker_2.start()
+    out.wait_for(RESUMED.pattern, count=1, timeout=JOB_TIMEOUT)
+    resumed = time.monotonic()
+    job.join(timeout=JOB_TIMEOUT)
+    assert not job.is_alive(), out.getvalue()[-4000:]
+    ended = time.monotonic()
+    output = out.getvalue()
+    print(f"first checkpoint {first} {killed - started:.1f}s after the start; the stage failed {failed - killed:.1f}s "
+          f"after the kill; resumed {resumed - failed:.1f}s after worker-2 was started again; ended "
+          f"{ended - resumed:.1f}s later")
+    assert result == [0], output[-4000:]
+    step = int(RESUMED.search(output)[1])
+    assert step >= int(first.removeprefix("step-")), output[-4000:]
+    got = summary(output)
+    assert got["ranks"] == 2 and abs(got["accuracy"] - unbroken["accuracy"]) <= 0.02, (got, unbroken)
+
+
 def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
     out = StreamedOutput()
     result: list[int] = []
@@ -327,6 +388,23 @@ def test_killed_worker_fails_the_job_fast(docker_client, running_pool):
         out.getvalue()[-4000:]
     table = pool.status(running_pool["pool"])
     assert re.search(rf"{running_pool['pool']}-worker-2 +\S+ +DEAD", table), table
+
+
+def test_a_stage_whose_slots_do_not_come_back_fails_in_one_line(docker_client, running_pool):
+    """worker-2 is dead since the test before: a stage that needs a slot on each worker never starts, and Spark's
+    slot check (every interval, up to maxFailures times; 15s and 40 by default) ends the job in one line, which
+    --max-restarts does not run again."""
+    check = ["--conf", "spark.scheduler.barrier.maxConcurrentTasksCheck.interval=1s",
+             "--conf", "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures=3"]
+    started = time.monotonic()
+    code, output = submit(docker_client, running_pool, trainrun_spark(
+        running_pool, "--set", "gpu.per_task=1", "--use-gpu", "--max-restarts", "1", *check, "--",
+        "/job/pool_rank.py"))
+    print(f"failed after {time.monotonic() - started:.1f}s")
+    assert code != 0, output
+    lines = [line for line in output.splitlines() if line.startswith("trainrun: ")]
+    assert any("Spark found fewer free task slots than the stage's ranks" in line for line in lines), output[-4000:]
+    assert "starts again" not in output and "Traceback" not in output, output[-4000:]
 
 
 def test_down_leaves_no_containers_networks_or_volumes(docker_client, running_pool):

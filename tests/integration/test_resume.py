@@ -1,6 +1,7 @@
 """A job stopped mid-training resumes where it was: the DDP example as users run it, checkpointing through
 trainrun.checkpoint, with a rank SIGKILLed mid-epoch under `trainrun torch --max-restarts` (torchrun's elastic agent
-restarts the group), stopped by SIGTERM as a time limit or preemption stops it, and run again once it finished."""
+restarts the group) and `trainrun spark --max-restarts` (the barrier stage runs again), stopped by SIGTERM as a time
+limit or preemption stops it, and run again once it finished."""
 from __future__ import annotations
 
 import json
@@ -29,8 +30,15 @@ def summary(output: str) -> dict:
     return json.loads(line[line.index("{"):])
 
 
-def training(checkpoints: Path, *trainrun_options: str, env: dict[str, str]) -> subprocess.Popen:
-    return subprocess.Popen(trainrun_argv("torch", "--nproc-per-node", "2", *trainrun_options, *TRAINING,
+TORCHRUN = ("torch", "--nproc-per-node", "2")
+# Two executors of one core: a rank on each. A rank runs in its executor's folder: the script by its full path.
+SPARK = ("spark", "--master", "local-cluster[2,1,1024]", "--num-processes", "2")
+
+
+def training(checkpoints: Path, *trainrun_options: str, env: dict[str, str],
+             launcher: tuple[str, ...] = TORCHRUN) -> subprocess.Popen:
+    script, *arguments = TRAINING
+    return subprocess.Popen(trainrun_argv(*launcher, *trainrun_options, str(EXAMPLES / script), *arguments,
                                           "--checkpoint-dir", str(checkpoints)),
                             cwd=EXAMPLES, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
@@ -78,6 +86,31 @@ def test_a_rank_killed_mid_epoch_restarts_the_group_from_the_checkpoint(tmp_path
     got = summary(out)
     assert got["ranks"] == 2 and abs(got["accuracy"] - unbroken["accuracy"]) <= 0.02, (got, unbroken)
     assert len(got["losses"]) == 3 and got["losses"][-1] < got["losses"][0]
+    print(f"killed {killed - started:.1f} s after the start, resumed from step {resumed[1]}, "
+          f"done {time.monotonic() - killed:.1f} s after the kill")
+    assert leftover_processes(env[MARK]) == []
+
+
+def test_a_rank_killed_in_a_spark_stage_runs_the_stage_again_from_the_checkpoint(tmp_path, unbroken) -> None:
+    """`trainrun spark --max-restarts 1`: the stage fails when rank 1 is killed, runs again (Spark itself never
+    retries a failed barrier result stage) and resumes from the newest checkpoint to the unbroken run's accuracy."""
+    env = trainrun_env(tmp_path)
+    checkpoints = tmp_path / "checkpoints"
+    started = time.monotonic()
+    job = training(checkpoints, "--max-restarts", "1", env=env, launcher=SPARK)
+    wait_for_files(checkpoints, "step-*", 1, 180)
+    victim = training_process(env[MARK], "1")
+    assert victim is not None
+    victim.send_signal(signal.SIGKILL)
+    killed = time.monotonic()
+    out, _ = job.communicate(timeout=300)
+    assert job.returncode == 0, out
+    assert "trainrun: rank 1 was killed by SIGKILL; the Spark stage starts again once every rank has a task slot " \
+           "(restart 1 of 1)" in out.splitlines(), out
+    resumed = RESUMED.search(out)
+    assert resumed and int(resumed[1]) >= 10, out
+    got = summary(out)
+    assert got["ranks"] == 2 and abs(got["accuracy"] - unbroken["accuracy"]) <= 0.02, (got, unbroken)
     print(f"killed {killed - started:.1f} s after the start, resumed from step {resumed[1]}, "
           f"done {time.monotonic() - killed:.1f} s after the kill")
     assert leftover_processes(env[MARK]) == []

@@ -34,6 +34,8 @@ USAGE_CASES = {
                               "spark.task.resource.gpu.amount"),
     "set without template": (["spark", "--num-processes", "2", "--set", "a=1", "--", "t.py"], "--set",
                              "with --template"),
+    "restarts of mpirun": (["spark", "--local-mode", "--framework", "horovod", "-np", "2", "--max-restarts", "1",
+                            "t.py"], "--max-restarts", "0 with --framework horovod --local-mode"),
     "conf without value": (["spark", "--num-processes", "2", "--conf", "spark.x", "--", "t.py"], "--conf",
                            "KEY=VALUE"),
     "rank filter beyond the job": (["mpi", "-np", "2", "--ranks-filter", "0,2", "python", "t.py"],

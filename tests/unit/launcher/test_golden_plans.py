@@ -123,6 +123,11 @@ CASES = {
     "torch_standalone_cpu": (["torch", "--standalone", "--nproc-per-node", "cpu", "--no-tag-output", "train.py"],
                              {}),
     "spark_verbose": (["spark", "--num-processes", "2", "--verbose", "train.py"], {}),
+    # A failed stage runs again, as torchrun's group does; in local mode, torchrun's own restarts.
+    "spark_restarts": (["spark", "--master", "spark://head:7077", "--num-processes", "2", "--max-restarts", "2",
+                        "train.py"], {}),
+    "spark_local_mode_restarts": (["spark", "--local-mode", "--num-processes", "2", "--max-restarts", "1",
+                                   "train.py"], {}),
     "torch_timeouts_timestamps": (["torch", "--nproc-per-node", "2", "--timeout", "600", "--exit-barrier-timeout", "30",
                                    "--timestamp-output", "train.py"], {}),
     "spark_local_mode_torch": (["spark", "--local-mode", "--num-processes", "2", "--", "train.py"], {}),
@@ -198,6 +203,7 @@ def test_a_caller_s_spark_session_is_planned_too(machine) -> None:
     assert ("stage: a task per rank runs --payload /tmp/p.pkl /tmp/r.pkl (torch, no GPUs, output of ranks 0)"
             in text.splitlines()) and "argv" not in text
     assert plan.to_dict()["stage"] == {"program": ["--payload", "/tmp/p.pkl", "/tmp/r.pkl"], "framework": "torch",
-                                       "use_gpu": False, "ranks_filter": "0"} and "argv" not in plan.to_dict()
+                                       "use_gpu": False, "ranks_filter": "0", "max_restarts": 0}
+    assert "argv" not in plan.to_dict()
     with pytest.raises(UsageError, match="^spark = 'a SparkSession': is used as it is"):
         plan_job(dataclasses.replace(job, master="local[2]"), machine())

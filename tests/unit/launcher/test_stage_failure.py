@@ -1,7 +1,7 @@
 """The one line trainrun prints when Spark aborts the barrier stage, from the Py4J error texts Spark 4 gives."""
 import pytest
 
-from trainrun.backends.spark.stage_failure import describe_stage_failure
+from trainrun.backends.spark.stage_failure import describe_stage_failure, out_of_slots
 
 pytestmark = pytest.mark.unit
 
@@ -51,3 +51,20 @@ def test_any_other_java_exception_is_named_instead_of_the_py4j_call():
 
 def test_unknown_text_falls_back_to_its_first_line():
     assert describe_stage_failure("something odd\nmore", {}) == "Spark barrier stage failed: something odd"
+
+
+# Recorded from Spark 4.3 (local[1], a stage of 2 barrier tasks, the slot check given up after one failure).
+SLOTS_CHECK_FAILED = CALL + (
+    ": org.apache.spark.scheduler.BarrierJobSlotsNumberCheckFailed: [SPARK-24819]: Barrier execution mode does not "
+    "allow run a barrier stage that requires more slots than the total number of slots in the cluster currently. "
+    "Please init a new cluster with more resources(e.g. CPU, GPU) or repartition the input RDD(s) to reduce the "
+    "number of slots required to run this barrier stage.\n"
+    "\tat org.apache.spark.errors.SparkCoreErrors$.numPartitionsGreaterThanMaxNumConcurrentTasksError("
+    "SparkCoreErrors.scala:241)\n")
+
+
+def test_slots_that_never_came_back_say_which_settings_spark_waited_by():
+    line = describe_stage_failure(SLOTS_CHECK_FAILED, {})
+    assert line.startswith("Spark found fewer free task slots than the stage's ranks each time it checked "
+                           "(spark.scheduler.barrier.maxConcurrentTasksCheck.interval and .maxFailures")
+    assert out_of_slots(SLOTS_CHECK_FAILED) and not out_of_slots(BARRIER_EXECUTOR_LOST)

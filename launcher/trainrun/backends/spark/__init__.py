@@ -10,7 +10,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from ...arguments import add_job_options, add_option, positive
+from ...arguments import add_job_options, add_option, non_negative, positive
 from ...errors import MissingBackend, UsageError
 from ...job import MpiJob, SparkJob, TorchJob
 from ...machine import Machine
@@ -53,6 +53,7 @@ class BarrierStage:
     use_gpu: bool
     ranks_filter: str | None = None  # show only these ranks' output, e.g. "0" or "0,1"
     rank_cwd: str | None = None  # where each rank starts; None: its executor's work folder
+    max_restarts: int = 0  # a failed stage runs again up to N times
 
     def run(self, run: RunOptions) -> None:
         """Runs the stage here, with the exit barrier and the timeout of `run`; raises JobFailed as trainrun's
@@ -63,12 +64,13 @@ class BarrierStage:
 
     def to_dict(self) -> dict:
         return {"program": self.program.rank_args(), "framework": self.framework, "use_gpu": self.use_gpu,
-                "ranks_filter": self.ranks_filter}
+                "ranks_filter": self.ranks_filter, "max_restarts": self.max_restarts}
 
     def to_text(self) -> str:
         shown = f", output of ranks {self.ranks_filter}" if self.ranks_filter is not None else ""
+        restarts = f", run again up to {self.max_restarts} times if it fails" if self.max_restarts else ""
         return (f"a task per rank runs {shlex.join(self.program.rank_args())} ({self.framework}, "
-                f"{'GPUs' if self.use_gpu else 'no GPUs'}{shown})")
+                f"{'GPUs' if self.use_gpu else 'no GPUs'}{shown}{restarts})")
 
 
 def pooltemplates_conf(name: str, overrides: Mapping[str, str], num_processes: int, use_gpu: bool) -> Mapping[str, str]:
@@ -184,6 +186,10 @@ class SparkPlanner:
         else:
             notes = (f"no --master: Spark runs every rank on this host ({master}); a pool's: --master "
                      "spark://HOST:7077 (invoke pool.status prints it)",)
+        if job.max_restarts:
+            notes += (f"--max-restarts {job.max_restarts}: a failed stage runs again once every rank has a task slot; "
+                      "Spark checks every spark.scheduler.barrier.maxConcurrentTasksCheck.interval (15s), up to "
+                      ".maxFailures (40) times",)
         return Plan(backend="spark (Slurm pool)" if pool else "spark", argv=argv, env=env, spark_conf=dict(conf),
                     ranks=job.num_processes, local_ranks=job.num_processes if master.startswith("local") else 0,
                     launcher=DRIVER, output_tags="lines", master=master, notes=notes, run=job.run)
@@ -196,7 +202,8 @@ class SparkPlanner:
                              valid="a SparkSession without a master, template or Spark conf of trainrun's")
         master = job.session.sparkContext.master
         stage = BarrierStage(session=job.session, num_processes=job.num_processes, program=job.program,
-                             framework=job.framework, use_gpu=bool(job.use_gpu), ranks_filter=shown)
+                             framework=job.framework, use_gpu=bool(job.use_gpu), ranks_filter=shown,
+                             max_restarts=job.max_restarts)
         return Plan(backend="spark (session)", argv=[], ranks=job.num_processes,
                     local_ranks=job.num_processes if master.startswith("local") else 0, launcher=STAGE,
                     output_tags="lines", master=master, run=job.run, stage=stage)
@@ -218,7 +225,11 @@ class SparkPlanner:
                              valid=f"at most {machine.gpu_count} with --use-gpu --local-mode (GPUs on this host)")
         if job.framework == "torch":
             plan = TorchPlanner().plan(TorchJob(nproc_per_node=job.num_processes, program=job.program,
-                                                local_ranks_filter=shown, run=job.run), machine)
+                                                local_ranks_filter=shown, max_restarts=job.max_restarts,
+                                                run=job.run), machine)
+        elif job.max_restarts:
+            raise UsageError("--max-restarts", job.max_restarts,
+                             valid="0 with --framework horovod --local-mode (mpirun restarts nothing)")
         else:
             plan = MpiPlanner().plan(MpiJob(num_processes=job.num_processes, program=job.program, ranks_filter=shown,
                                             run=job.run), machine)
@@ -238,6 +249,8 @@ def driver_argv(job: SparkJob, python: str, master: str, use_gpu: bool, conf: Ma
         argv += ["--ranks-filter", shown]
     if rank_cwd is not None:
         argv += ["--rank-cwd", rank_cwd]
+    if job.max_restarts:
+        argv += ["--max-restarts", str(job.max_restarts)]
     return [*argv, "--", *job.program.rank_args()]
 
 
@@ -259,6 +272,9 @@ def add_parser(sub: Any) -> None:
                help="run without GPUs (the default; drops the template's GPU settings)")
     add_option(spark, "--local-mode", action="store_true", help="all ranks on this host, like TorchDistributor")
     add_option(spark, "--ranks-filter", metavar="RANKS", help="show only these ranks' output, e.g. 0 or 0,1")
+    add_option(spark, "--max-restarts", type=non_negative, default=0, metavar="N",
+               help="run the stage again up to N times if it fails (a rank failed, an executor or worker was lost), "
+                    "once every rank has a task slot again; as torchrun's --max-restarts")
     spark.add_argument("--framework", choices=FRAMEWORKS, default="torch",
                        help="torch: a torch.distributed rank per task, with torchrun's variables; horovod: Horovod "
                             "ranks")
@@ -281,4 +297,5 @@ def job_from_args(args: argparse.Namespace, command: list[str], run: RunOptions)
     return SparkJob(num_processes=args.num_processes, program=program_from_script_args("command", command),
                     master=args.master, template=args.template, template_set=template_set, conf=conf,
                     use_gpu=args.use_gpu, local_mode=args.local_mode, framework=args.framework,
-                    ranks_filter=args.ranks_filter, check_master=not args.dry_run, run=run)
+                    ranks_filter=args.ranks_filter, max_restarts=args.max_restarts, check_master=not args.dry_run,
+                    run=run)

@@ -1,8 +1,8 @@
 """The Spark driver of `trainrun spark`: one barrier stage of N tasks, rank output streamed back.
 
 Run as `python -m trainrun.backends.spark.driver --master URL --num-processes N --framework torch|horovod
---use-gpu|--no-gpu [--conf K=V ...] -- RANK_ARGS` (the plan's argv), or in-process through `run_in_session`
-when `trainrun.run` is given a SparkSession (a plan's stage, BarrierStage.run).
+--use-gpu|--no-gpu [--conf K=V ...] [--max-restarts N] -- RANK_ARGS` (the plan's argv), or in-process through
+`run_in_session` when `trainrun.run` is given a SparkSession (a plan's stage, BarrierStage.run).
 """
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from ...errors import JobFailed, TrainrunError
@@ -25,7 +26,7 @@ from ...rank.status import STATUS_DIR, RankExit, write_record, write_start
 from ...validate import key_value
 from . import STAGE, BarrierStage
 from .output import LOOPBACK, OutputServer, is_local_master
-from .stage_failure import describe_stage_failure
+from .stage_failure import describe_stage_failure, out_of_slots
 from .task import TaskConfig, run_barrier_task
 
 POLL_SECONDS = 0.2
@@ -33,7 +34,7 @@ QUIET_LOG4J2 = os.path.join(os.path.dirname(os.path.abspath(__file__)), "log4j2-
 
 
 def run_barrier_job(stage: BarrierStage, exit_barrier_timeout: float | None = None,
-                    timeout: float | None = None) -> bytes | None:
+                    timeout: float | None = None, stopping: Callable[[], bool] = lambda: False) -> bytes | None:
     """Run the barrier stage; returns rank 0's pickled result for a function payload, else None.
 
     Each rank's start and end reach the driver through the output channel, as the rank records of
@@ -41,50 +42,99 @@ def run_barrier_job(stage: BarrierStage, exit_barrier_timeout: float | None = No
     runner, which applies the exit barrier and --timeout. In a caller's own SparkSession (trainrun.run(spark=
     session)) there is no runner: with `exit_barrier_timeout` (and `timeout`) the driver applies them itself
     through the same trainrun.lifecycle, cancelling the stage.
+
+    A stage that fails runs again, up to `stage.max_restarts` times, as torchrun's --max-restarts restarts its
+    group: Spark itself never retries a failed barrier result stage. Spark starts it once there is a task slot for
+    every rank again (`spark.scheduler.barrier.maxConcurrentTasksCheck.*`). Not after `stopping()`, a stop by the
+    lifecycle or Spark's giving up on the slots.
     """
-    sc = stage.session.sparkContext
     payload = None
     if stage.program.kind == "payload":
         with open(stage.program.target, "rb") as f:
             payload = f.read()
     job_id = os.environ.get(JOB_ID) or uuid.uuid4().hex
-    group = f"trainrun-{job_id}"
-    status_dir = os.environ.get(STATUS_DIR)
-    host = LOOPBACK if is_local_master(sc.master) else sc.getConf().get("spark.driver.host")
-    # The first failing rank cancels the stage at once, instead of Spark retrying the barrier stage.
-    server = OutputServer(host, lambda failure: sc.cancelJobGroup(group),
-                          on_event=_status_writer(status_dir) if status_dir and os.path.isdir(status_dir) else None)
-    config = TaskConfig(stage.num_processes, stage.program, stage.framework, stage.use_gpu, server.address, payload,
-                        stage.ranks_filter, token=server.token, job_id=job_id, rank_cwd=stage.rank_cwd)
     lifecycle = Lifecycle(stage.num_processes, STAGE, timeout,
                           math.inf if exit_barrier_timeout is None else exit_barrier_timeout, time.monotonic())
-    watch = StageWatch(server, lifecycle, lambda: sc.cancelJobGroup(group)) \
-        if exit_barrier_timeout is not None or timeout is not None else None
-    sc.setJobGroup(group, "trainrun barrier job", interruptOnCancel=True)
-    try:
-        results = (sc.parallelize(range(stage.num_processes), stage.num_processes).barrier()
-                   .mapPartitions(lambda partition: run_barrier_task(config, partition)).collect())
-    except Exception as err:
-        _wait_for_reported_failure(server)
-        failed = lifecycle.reported_end(server.status(), watch.stop if watch else None)
+    restart = 0
+    while True:
+        attempt = StageAttempt(stage, job_id, payload, restart, lifecycle,
+                               watched=exit_barrier_timeout is not None or timeout is not None)
+        try:
+            return attempt.run()
+        except AttemptFailed as failed:
+            if failed.final or restart == stage.max_restarts or stopping():
+                raise failed.error from None
+            restart += 1
+            print(f"trainrun: {failed.cause}; the Spark stage starts again once every rank has a task slot (restart "
+                  f"{restart} of {stage.max_restarts})", file=sys.stderr, flush=True)
+
+
+class AttemptFailed(Exception):
+    """One run of the stage failed: `error` is what the job reports if it is not run again, `cause` the failure in
+    words, `final` whether running it again cannot help (a stop, Spark out of slots)."""
+
+    def __init__(self, error: JobFailed, cause: str, final: bool) -> None:
+        super().__init__(cause)
+        self.error, self.cause, self.final = error, cause, final
+
+
+@dataclass
+class StageAttempt:
+    """One run of the barrier stage, `restart` runs after the first, with its own output server and job group."""
+
+    stage: BarrierStage
+    job_id: str
+    payload: bytes | None
+    restart: int
+    lifecycle: Lifecycle
+    watched: bool
+
+    def run(self) -> bytes | None:
+        stage = self.stage
+        sc = stage.session.sparkContext
+        group = f"trainrun-{self.job_id}-{self.restart}"
+        status_dir = os.environ.get(STATUS_DIR)
+        host = LOOPBACK if is_local_master(sc.master) else sc.getConf().get("spark.driver.host")
+        last = self.restart == stage.max_restarts
+        # The first failing rank cancels the stage at once, instead of Spark retrying the barrier stage.
+        server = OutputServer(host, lambda failure: sc.cancelJobGroup(group),
+                              on_event=_status_writer(status_dir, failures=last)
+                              if status_dir and os.path.isdir(status_dir) else None)
+        config = TaskConfig(stage.num_processes, stage.program, stage.framework, stage.use_gpu, server.address,
+                            self.payload, stage.ranks_filter, token=server.token, job_id=self.job_id,
+                            rank_cwd=stage.rank_cwd, restart_count=self.restart, max_restarts=stage.max_restarts)
+        watch = StageWatch(server, self.lifecycle, lambda: sc.cancelJobGroup(group)) if self.watched else None
+        sc.setJobGroup(group, "trainrun barrier job", interruptOnCancel=True)
+        try:
+            results = (sc.parallelize(range(stage.num_processes), stage.num_processes).barrier()
+                       .mapPartitions(lambda partition: run_barrier_task(config, partition)).collect())
+        except Exception as err:
+            raise self._failure(str(err), server, watch) from None
+        finally:
+            if watch is not None:
+                watch.close()
+            server.close()
+        return next((r for r in results if r is not None), None)
+
+    def _failure(self, error_text: str, server: OutputServer, watch: StageWatch | None) -> AttemptFailed:
+        reported = _wait_for_reported_failure(server)
+        failed = self.lifecycle.reported_end(server.status(), watch.stop if watch else None)
         if failed is not None:
-            raise failed from None
+            stopped = watch is not None and watch.stop is not None
+            return AttemptFailed(failed, reported.describe() if reported else str(failed), final=stopped)
         remote_hosts = {rank: host for rank, host in server.hosts.items() if host != LOOPBACK}
-        raise JobFailed(1, describe_stage_failure(str(err), remote_hosts)) from None
-    finally:
-        if watch is not None:
-            watch.close()
-        server.close()
-    return next((r for r in results if r is not None), None)
+        cause = describe_stage_failure(error_text, remote_hosts)
+        return AttemptFailed(JobFailed(1, cause), cause, final=out_of_slots(error_text))
 
 
-def _status_writer(status_dir: str):
-    """Rank records for trainrun's runner, as the ranks themselves write them under the other backends."""
+def _status_writer(status_dir: str, failures: bool):
+    """Rank records for trainrun's runner, as the ranks themselves write them under the other backends; a failed
+    rank's only when `failures` (the stage's last run: a run that restarts is not the job's end)."""
     def write(kind: str, rank: int, ended: RankExit | None) -> None:
         try:
             if kind == "start":
                 write_start(status_dir, rank, 0)
-            elif ended is not None:
+            elif ended is not None and (failures or not ended.failed):
                 write_record(status_dir, rank, ended.exit_code, ended.signal, at=ended.time)
         except OSError:
             pass
@@ -135,6 +185,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--verbose", action="store_true", help="Spark's own warnings and log lines too")
     parser.add_argument("--ranks-filter", help="show only these ranks' output, e.g. 0 or 0,1")
     parser.add_argument("--rank-cwd", help="the folder each rank starts in (default: its executor's)")
+    parser.add_argument("--max-restarts", type=int, default=0, help="run a failed stage again up to N times")
     return parser.parse_args(argv[:cut]), list(argv[cut + 1:])
 
 
@@ -208,10 +259,10 @@ def main(argv: Sequence[str]) -> int:
 
     stage = BarrierStage(session=session, num_processes=args.num_processes,
                          program=program_from_rank_args(rank_args), framework=args.framework, use_gpu=args.use_gpu,
-                         ranks_filter=args.ranks_filter, rank_cwd=args.rank_cwd)
+                         ranks_filter=args.ranks_filter, rank_cwd=args.rank_cwd, max_restarts=args.max_restarts)
     stop = _QuietStop(session, args.verbose)
     try:
-        result = run_barrier_job(stage)
+        result = run_barrier_job(stage, stopping=lambda: stop.signum is not None)
     except Exception as err:
         # Told to stop (a Slurm time limit or scancel signals the JVM too): whatever the dead JVM raised says no more.
         if stop.signum is not None:

@@ -19,11 +19,17 @@ BARRIER_TASK = re.compile(r"barrier task ResultTask\(\d+, (\d+)\)")
 # (172.17.0.4 executor 1): ExecutorLostFailure ...".
 LOST_TASK = re.compile(r"Lost task (\d+)\.\d+ in stage \S+ \(TID \d+\) \((\S+) executor \S+\)")
 EXECUTOR_LOST = re.compile(r"ExecutorLostFailure \(executor (\S+) exited[^)]*\)(?: Reason: (.+))?")
+# Spark's job submission found fewer task slots than the stage's tasks each time it checked, and gave up.
+SLOTS_CHECK_FAILED = re.compile(r"BarrierJobSlotsNumberCheckFailed|\[SPARK-24819\]")
 JAVA_EXCEPTION = re.compile(r"^: (?:[\w$.]+\.)?(\w+(?:Exception|Error)): (.+)", re.MULTILINE)
 
 
 def describe_stage_failure(error_text: str, rank_hosts: Mapping[int, str]) -> str:
     """The cause of a failed barrier stage; `rank_hosts` are the hosts the ranks reported from."""
+    if out_of_slots(error_text):
+        return ("Spark found fewer free task slots than the stage's ranks each time it checked "
+                "(spark.scheduler.barrier.maxConcurrentTasksCheck.interval and .maxFailures: every 15s, 40 times, "
+                "by default): a lost worker did not come back, or the pool is smaller than --num-processes")
     rank, host = _lost_rank(error_text, rank_hosts)
     lost = EXECUTOR_LOST.search(error_text)
     if lost:
@@ -40,6 +46,11 @@ def describe_stage_failure(error_text: str, rank_hosts: Mapping[int, str]) -> st
         return f"Spark barrier stage failed: {exception.group(1)}: {exception.group(2).strip()}"
     first_line = error_text.strip().splitlines()[0] if error_text.strip() else "no error text"
     return f"Spark barrier stage failed: {first_line}"
+
+
+def out_of_slots(error_text: str) -> bool:
+    """Whether Spark gave up starting the stage for want of task slots, which running it again cannot help."""
+    return SLOTS_CHECK_FAILED.search(error_text) is not None
 
 
 def _lost_rank(error_text: str, rank_hosts: Mapping[int, str]) -> tuple[int | None, str | None]:

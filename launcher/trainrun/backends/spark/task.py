@@ -39,6 +39,8 @@ class TaskConfig:
     token: str = ""  # proves the task's connection to the driver's output server (trainrun...spark.output)
     job_id: str = ""  # trainrun's job id: names the task's directory, so that trainrun finds it if Spark kills the task
     rank_cwd: str | None = None  # where each rank starts (the job's folder every node sees); None: the executor's
+    restart_count: int = 0  # how many times the stage ran before this run (trainrun spark --max-restarts)
+    max_restarts: int = 0
 
 
 @dataclass(frozen=True)
@@ -105,7 +107,8 @@ def rank_command(config: TaskConfig, task_index: int, task_hosts: list[str], ren
                       python=sys.executable, free_port=rendezvous.master_port)
     env.update(RANK=str(task_index), WORLD_SIZE=str(config.num_processes), LOCAL_RANK="0", LOCAL_WORLD_SIZE="1",
                GROUP_RANK=str(task_index), MASTER_ADDR=rendezvous.master_addr,
-               MASTER_PORT=str(rendezvous.master_port), **thread_env(machine, task_hosts.count(own_host)))
+               MASTER_PORT=str(rendezvous.master_port), TORCHELASTIC_RESTART_COUNT=str(config.restart_count),
+               TORCHELASTIC_MAX_RESTARTS=str(config.max_restarts), **thread_env(machine, task_hosts.count(own_host)))
     return [sys.executable, "-m", "trainrun.rank", *program.rank_args()], env
 
 
