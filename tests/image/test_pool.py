@@ -1,9 +1,10 @@
 """A real pool of the image (1 master + 2 workers + a notebook with MLflow's server): trainrun spark, horovod.spark,
 TorchDistributor and Ray on Spark jobs across the workers, a notebook run in the pool's JupyterLab container, a TorchDistributor run
-in MLflow's UI, a client without the pool's secret, a killed worker, pool.down.
+in MLflow's UI, a client without the pool's secret, a killed worker started again under a job that resumes, a killed
+worker left dead, pool.down.
 
 Jobs run through `pool.submit`: a driver container of the image on the pool network. The tests run
-in file order: the worker kill damages the pool, so it comes last but for `down`.
+in file order: the worker kill left dead damages the pool, so it comes last but for `down`.
 """
 from __future__ import annotations
 
