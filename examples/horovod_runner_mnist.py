@@ -4,8 +4,10 @@
 
 `train` is the classic Horovod + PyTorch loop with its imports inside it, since the function is
 pickled and run by every rank. `--np -2` is HorovodRunner's local mode; here `--np 2` runs on this
-host too (`HorovodRunner(np, spark=...)` runs it as a Spark barrier stage). Rank 0 alone writes the
-checkpoint; the driver prints rank 0's return value as the JSON summary line. With `--tracking-uri` (e.g.
+host too (`HorovodRunner(np, spark=...)` runs it as a Spark barrier stage). At each epoch's end rank 0 writes a
+checkpoint (trainrun.checkpoint: the model, the optimizer, the losses so far); a run started again resumes from the
+newest, which rank 0 loads and broadcasts, and says so in one line. Rank 0 writes the final model; the driver prints
+rank 0's return value as the JSON summary line. With `--tracking-uri` (e.g.
 sqlite:////home/trainer/work/mlflow.db), rank 0 alone logs to MLflow, as Databricks' HorovodRunner guide does it: one
 run in `--experiment` with the parameters, the loss of every epoch and the accuracy.
 """
@@ -31,6 +33,7 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
 
     from digit_net import DigitNet
     from synthetic_digits import make_digits
+    from trainrun import checkpoint
 
     hvd.init()
     torch.manual_seed(42)
@@ -48,6 +51,16 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
     model = DigitNet().to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr * hvd.size(), momentum=0.9)
     optimizer = hvd.DistributedOptimizer(optimizer, named_parameters=model.named_parameters())
+    # Rank 0 loads the newest checkpoint; the broadcasts give every rank its weights and momentum.
+    first_epoch, epoch_losses = 0, []
+    resumed = checkpoint.latest(checkpoint_dir) if hvd.rank() == 0 else None
+    if resumed:
+        saved = torch.load(resumed.path / "state.pt", map_location=device)
+        model.load_state_dict(saved["model"])
+        optimizer.load_state_dict(saved["optimizer"])
+        first_epoch, epoch_losses = saved["epoch"], saved["epoch_losses"]
+        print(resumed.message(), flush=True)
+    first_epoch, epoch_losses = hvd.broadcast_object((first_epoch, epoch_losses), root_rank=0, name="resumed")
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)
     hvd.broadcast_optimizer_state(optimizer, root_rank=0)
     tracking = hvd.rank() == 0 and tracking_uri is not None
@@ -59,8 +72,7 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
         run = mlflow.start_run()
         mlflow.log_params({"lr": lr, "epochs": epochs, "batch_size": batch_size, "world_size": hvd.size()})
 
-    epoch_losses = []
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         sampler.set_epoch(epoch)
         model.train()
         total = torch.zeros(1)
@@ -73,6 +85,9 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
         epoch_losses.append(hvd.allreduce(total / len(loader), name="epoch_loss").item())
         if hvd.rank() == 0:
             print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}", flush=True)
+            with checkpoint.writing(checkpoint_dir, (epoch + 1) * len(loader)) as folder:
+                torch.save({"model": model.state_dict(), "optimizer": optimizer.state_dict(), "epoch": epoch + 1,
+                            "epoch_losses": epoch_losses}, folder / "state.pt")
         if tracking:
             mlflow.log_metric("loss", epoch_losses[-1], step=epoch)
 
@@ -84,9 +99,9 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
     ranks_seen = int(hvd.allreduce(torch.ones(1), name="ranks", op=hvd.Sum).item())
     if hvd.rank() == 0:
         os.makedirs(checkpoint_dir, exist_ok=True)
-        checkpoint = os.path.join(checkpoint_dir, "model.pt")
-        torch.save(model.state_dict(), checkpoint)
-        print(f"rank {hvd.rank()} wrote {checkpoint}", flush=True)
+        model_file = os.path.join(checkpoint_dir, "model.pt")
+        torch.save(model.state_dict(), model_file)
+        print(f"rank {hvd.rank()} wrote {model_file}", flush=True)
     if tracking:
         mlflow.log_metric("accuracy", accuracy)
         mlflow.end_run()

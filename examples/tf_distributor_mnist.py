@@ -5,8 +5,10 @@
 
 One barrier task per slot; the runner sets TF_CONFIG in each, builds a MultiWorkerMirroredStrategy
 and calls train_fn inside its scope, so the model and optimizer are created there. Imports sit
-inside train_fn, as the distributor's users are told. Worker 0 (the chief) alone writes the
-checkpoint; the runner returns the chief's result.
+inside train_fn, as the distributor's users are told. Keras' own BackupAndRestore callback, made for this strategy,
+backs the training up at each epoch's end in --checkpoint-dir's `backup` (a folder every worker sees); a run started
+again restores the newest backup and goes on from the epoch after it, and worker 0 says so in one line. Worker 0
+(the chief) alone writes the final weights; the runner returns the chief's result.
 """
 import argparse
 import json
@@ -46,15 +48,46 @@ def train_fn(lr: float, epochs: int, batch_size: int, checkpoint_dir: str) -> di
     model = digit_keras_net()
     model.compile(optimizer=tf.keras.optimizers.SGD(lr * workers, momentum=0.9), metrics=["accuracy"],
                   loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    history = model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=2 if worker == 0 else 0)
+    backup_dir = os.path.join(checkpoint_dir, "backup")
+    losses_file = os.path.join(checkpoint_dir, "epoch_losses.json")
+
+    class EpochLosses(tf.keras.callbacks.Callback):
+        """The loss of every epoch, kept beside the backup (ahead of it: a backup never has a loss missing), and the
+        line a resumed run prints. The history of a resumed fit starts at its first epoch."""
+
+        def __init__(self):
+            super().__init__()
+            self.losses, self.first_epoch = {}, None
+
+        def on_epoch_begin(self, epoch, logs=None):
+            if self.first_epoch is None:
+                self.first_epoch = epoch
+                if epoch and os.path.isfile(losses_file):
+                    with open(losses_file) as saved:
+                        self.losses = {int(k): v for k, v in json.load(saved).items() if int(k) < epoch}
+                if epoch and worker == 0:
+                    print(f"resumed from step {epoch * steps_per_epoch} ({backup_dir})", flush=True)
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.losses[epoch] = float(logs["loss"])
+            if worker == 0:
+                os.makedirs(checkpoint_dir, exist_ok=True)
+                with open(losses_file + ".partial", "w") as partial:
+                    json.dump(self.losses, partial)
+                os.replace(losses_file + ".partial", losses_file)
+
+    epoch_losses = EpochLosses()
+    backup = tf.keras.callbacks.BackupAndRestore(backup_dir, delete_checkpoint=False)
+    model.fit(dataset, epochs=epochs, steps_per_epoch=steps_per_epoch, verbose=2 if worker == 0 else 0,
+              callbacks=[epoch_losses, backup])
 
     test_images, test_labels = make_digits(1000, seed=1)
     logits = model(np.transpose(test_images, (0, 2, 3, 1)), training=False).numpy()  # local, no collectives
     accuracy = float(np.mean(np.argmax(logits, axis=1) == test_labels))
     # A cross-worker sum: it completes only when every worker takes part.
     ranks = strategy.reduce(tf.distribute.ReduceOp.SUM, strategy.run(lambda: tf.constant(1.0)), axis=None)
-    result = {"worker": worker, "ranks": int(ranks.numpy()), "losses": [float(v) for v in history.history["loss"]],
-              "accuracy": accuracy}
+    result = {"worker": worker, "ranks": int(ranks.numpy()),
+              "losses": [epoch_losses.losses[epoch] for epoch in sorted(epoch_losses.losses)], "accuracy": accuracy}
     if worker == 0:
         os.makedirs(checkpoint_dir, exist_ok=True)
         path = os.path.join(checkpoint_dir, "tf_distributor.weights.npz")

@@ -1,9 +1,13 @@
 """PySpark's own TorchDistributor, called the way Databricks and PySpark users call it.
 
-    python torch_distributor_mnist.py [--master URL] [--local-mode] [--script] [--tracking-uri URI]
+    python torch_distributor_mnist.py [--master URL] [--local-mode] [--script] [--epochs E] [--checkpoint-dir DIR]
+        [--tracking-uri URI]
 
-Function form: `TorchDistributor(...).run(train_fn, lr, epochs)` with the imports inside the
-function; helper modules reach the ranks through PYTHONPATH. Script form (`--script`):
+Function form: `TorchDistributor(...).run(train_fn, lr, epochs, checkpoint_dir)` with the imports inside the
+function; helper modules reach the ranks through PYTHONPATH. At each epoch's end rank 0 writes a checkpoint
+(trainrun.checkpoint: the model, the optimizer, the losses so far); a run started again resumes from the newest, which
+rank 0 reads and broadcasts, and says so in one line. A relative --checkpoint-dir is each rank's own (an executor's
+work folder): give a folder rank 0 finds again, such as the pool's work folder, to resume. Script form (`--script`):
 `TorchDistributor(...).run("ddp_torch_mnist.py", "--lr=0.04", ...)`, whose rank 0 prints the summary.
 With `--tracking-uri` (e.g. sqlite:////home/trainer/work/mlflow.db), rank 0 alone logs to MLflow, as Databricks'
 guide does it: one run in `--experiment` with the parameters, the loss of every epoch and the accuracy.
@@ -18,7 +22,8 @@ from pyspark.sql import SparkSession
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment: str | None = None) -> dict:
+def train_fn(lr: float, epochs: int, checkpoint_dir: str, tracking_uri: str | None = None,
+             experiment: str | None = None) -> dict:
     import os
 
     import torch
@@ -30,6 +35,7 @@ def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment
 
     from digit_net import DigitNet
     from synthetic_digits import make_digits
+    from trainrun import checkpoint
 
     dist.init_process_group("gloo")
     rank = dist.get_rank()
@@ -41,6 +47,17 @@ def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment
     loader = DataLoader(train_set, batch_size=32, sampler=sampler)
     model = DistributedDataParallel(DigitNet())
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    # Rank 0 reads the newest checkpoint and broadcasts it: the other ranks need not see its folder.
+    resumed = checkpoint.latest(checkpoint_dir) if rank == 0 else None
+    saved = [torch.load(resumed.path / "state.pt") if resumed else None]
+    dist.broadcast_object_list(saved, src=0)
+    first_epoch, losses = 0, []
+    if saved[0] is not None:
+        model.module.load_state_dict(saved[0]["model"])
+        optimizer.load_state_dict(saved[0]["optimizer"])
+        first_epoch, losses = saved[0]["epoch"], saved[0]["losses"]
+    if resumed:
+        print(resumed.message(), flush=True)
     tracking = rank == 0 and tracking_uri is not None
     if tracking:
         import mlflow
@@ -49,8 +66,7 @@ def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment
         mlflow.set_experiment(experiment)
         run = mlflow.start_run()
         mlflow.log_params({"lr": lr, "epochs": epochs, "world_size": dist.get_world_size()})
-    losses = []
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         sampler.set_epoch(epoch)
         total = torch.zeros(1)
         for batch_images, batch_labels in loader:
@@ -63,6 +79,10 @@ def train_fn(lr: float, epochs: int, tracking_uri: str | None = None, experiment
         losses.append(total.item() / dist.get_world_size() / len(loader))
         if tracking:
             mlflow.log_metric("loss", losses[-1], step=epoch)
+        if rank == 0:
+            with checkpoint.writing(checkpoint_dir, (epoch + 1) * len(loader)) as folder:
+                torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch + 1, "losses": losses}, folder / "state.pt")
     test_images, test_labels = make_digits(1000, seed=1)
     with torch.no_grad():
         predictions = model.module(torch.from_numpy(test_images)).argmax(dim=1)
@@ -84,6 +104,10 @@ def main():
                         help="Spark master (default: $MASTER, which spark-submit reads too, else local[2])")
     parser.add_argument("--local-mode", action="store_true")
     parser.add_argument("--script", action="store_true")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--checkpoint-dir", default="checkpoints",
+                        help="where rank 0 writes its checkpoints and resumes from (default: checkpoints, relative "
+                             "to each rank's folder)")
     parser.add_argument("--tracking-uri", help="MLflow's tracking URI, which rank 0 logs the run to")
     parser.add_argument("--experiment", default="torch-distributor")
     args = parser.parse_args()
@@ -97,9 +121,10 @@ def main():
     distributor = TorchDistributor(num_processes=2, local_mode=args.local_mode, use_gpu=False)
     if args.script:
         # The ranks' output reaches this driver; rank 0 prints the script's own summary line.
-        distributor.run(os.path.join(HERE, "ddp_torch_mnist.py"), "--lr=0.04", "--checkpoint-dir=/tmp/checkpoints")
+        distributor.run(os.path.join(HERE, "ddp_torch_mnist.py"), "--lr=0.04", f"--epochs={args.epochs}",
+                        f"--checkpoint-dir={args.checkpoint_dir}")
     else:
-        result = distributor.run(train_fn, 0.04, 3, args.tracking_uri, args.experiment)
+        result = distributor.run(train_fn, 0.04, args.epochs, args.checkpoint_dir, args.tracking_uri, args.experiment)
         print(json.dumps({"workflow": "torch-distributor", **result, "local_mode": args.local_mode}), flush=True)
     spark.stop()
 

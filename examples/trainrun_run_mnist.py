@@ -3,8 +3,9 @@
     python trainrun_run_mnist.py [--lr LR] [--epochs E] [--checkpoint-dir DIR]
 
 The TorchDistributor style without Spark: `train` holds its imports, since the function is pickled
-and run by every rank under torchrun. Rank 0 alone writes the checkpoint; the driver prints rank 0's
-return value as the JSON summary line.
+and run by every rank under torchrun. At each epoch's end rank 0 writes a checkpoint (trainrun.checkpoint: the model,
+the optimizer, the losses so far); a run started again resumes from the newest, which rank 0 reads and broadcasts, and
+says so in one line. Rank 0 writes the final model; the driver prints rank 0's return value as the JSON summary line.
 """
 import json
 import os
@@ -28,6 +29,7 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
 
     from digit_net import DigitNet
     from synthetic_digits import make_digits
+    from trainrun import checkpoint
 
     dist.init_process_group("gloo")
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -39,9 +41,19 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
     loader = DataLoader(train_set, batch_size=batch_size, sampler=sampler)
     model = DistributedDataParallel(DigitNet())
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9)
+    # Rank 0 reads the newest checkpoint and broadcasts it: the other ranks need not see its folder.
+    resumed = checkpoint.latest(checkpoint_dir) if rank == 0 else None
+    saved = [torch.load(resumed.path / "state.pt") if resumed else None]
+    dist.broadcast_object_list(saved, src=0)
+    first_epoch, epoch_losses = 0, []
+    if saved[0] is not None:
+        model.module.load_state_dict(saved[0]["model"])
+        optimizer.load_state_dict(saved[0]["optimizer"])
+        first_epoch, epoch_losses = saved[0]["epoch"], saved[0]["epoch_losses"]
+    if resumed:
+        print(resumed.message(), flush=True)
 
-    epoch_losses = []
-    for epoch in range(epochs):
+    for epoch in range(first_epoch, epochs):
         sampler.set_epoch(epoch)
         total = torch.zeros(1)
         for batch_images, batch_labels in loader:
@@ -54,6 +66,9 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
         epoch_losses.append(total.item() / world / len(loader))
         if rank == 0:
             print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}", flush=True)
+            with checkpoint.writing(checkpoint_dir, (epoch + 1) * len(loader)) as folder:
+                torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
+                            "epoch": epoch + 1, "epoch_losses": epoch_losses}, folder / "state.pt")
 
     test_images, test_labels = make_digits(1000, seed=1)
     with torch.no_grad():
@@ -63,9 +78,9 @@ def train(lr: float, epochs: int, batch_size: int, train_size: int, checkpoint_d
     dist.all_reduce(ranks)
     if rank == 0:
         os.makedirs(checkpoint_dir, exist_ok=True)
-        checkpoint = os.path.join(checkpoint_dir, "model.pt")
-        torch.save(model.module.state_dict(), checkpoint)
-        print(f"rank {rank} wrote {checkpoint}", flush=True)
+        model_file = os.path.join(checkpoint_dir, "model.pt")
+        torch.save(model.module.state_dict(), model_file)
+        print(f"rank {rank} wrote {model_file}", flush=True)
     dist.barrier()  # all ranks tear the process group down together (see ddp_torch_mnist.py)
     dist.destroy_process_group()
     return {"ranks": int(ranks.item()), "losses": epoch_losses, "accuracy": accuracy}

@@ -8,7 +8,12 @@ mpi -np 2` or `trainrun torch --nproc-per-node 2`) once the first checkpoint is 
 requeue stops a step; then the same line again, which must resume. Prints one JSON line of what each run showed, for
 tests/image/test_resume_in_image.py.
 
-    python resume_after_stop.py horovod-torch|horovod-keras|lightning|deepspeed|hf WORK_FOLDER"""
+The function forms of the Spark distributors and of trainrun.run (examples/horovod_runner_mnist.py,
+trainrun_run_mnist.py, torch_distributor_mnist.py, tf_distributor_mnist.py) checkpoint at each epoch's end; their
+stopped run is one that ends an epoch early (`--epochs` one less), then the same line with every epoch, which must
+resume from the last.
+
+    python resume_after_stop.py horovod-torch|horovod-keras|lightning|deepspeed|hf|FUNCTION_FORM WORK_FOLDER"""
 import glob
 import json
 import os
@@ -34,6 +39,15 @@ EXAMPLE_ARGS = {
     "hf": [f"{EXAMPLES}/hf_causal_lm.py", "--batch-size", str(BATCH)],
     "horovod-keras": [f"{EXAMPLES}/horovod_keras_mnist.py", "--batch-size", str(BATCH)],
 }
+# The function forms, started as `python EXAMPLE`: their train function runs on 2 ranks (HorovodRunner(np=2),
+# trainrun.run, TorchDistributor and MirroredStrategyRunner on local[2]). 3000 samples and batches of 32.
+FUNCTION_FORMS = {
+    "horovod-runner": f"{EXAMPLES}/horovod_runner_mnist.py",
+    "trainrun-run": f"{EXAMPLES}/trainrun_run_mnist.py",
+    "torch-distributor": f"{EXAMPLES}/torch_distributor_mnist.py",
+    "tf-distributor": f"{EXAMPLES}/tf_distributor_mnist.py",
+}
+FUNCTION_FORM_EPOCHS = 3
 # The files that appear once a checkpoint is complete.
 WRITTEN = {"horovod-torch": "step-*", "horovod-keras": "step-*", "lightning": "last.ckpt", "deepspeed": "zero/latest",
            "hf": "checkpoint-*/trainer_state.json"}
@@ -69,8 +83,35 @@ def summary(output):
     return json.loads(line[line.index("{"):])
 
 
+def without_java_frames(output):
+    return "\n".join(line for line in output.splitlines() if not line.startswith("\tat "))
+
+
+def function_form(kind, folder, epochs):
+    return subprocess.run(["python", FUNCTION_FORMS[kind], "--checkpoint-dir", folder, "--epochs", str(epochs)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+
+
+def function_form_main(kind, work):
+    unbroken = function_form(kind, f"{work}/unbroken", FUNCTION_FORM_EPOCHS)
+    stopped = function_form(kind, f"{work}/stopped", FUNCTION_FORM_EPOCHS - 1)
+    started = time.monotonic()
+    again = function_form(kind, f"{work}/stopped", FUNCTION_FORM_EPOCHS)
+    resumed = RESUMED.search(again.stdout)
+    runs = {"unbroken": unbroken, "stopped": stopped, "again": again}
+    print(json.dumps({
+        "epochs": FUNCTION_FORM_EPOCHS, "again_seconds": round(time.monotonic() - started, 1),
+        "resumed_from": int(resumed[1]) if resumed else None,
+        **{name: {"code": run.returncode, "summary": summary(run.stdout) if run.returncode == 0 else None,
+                  "tail": without_java_frames(run.stdout)[-3000:]} for name, run in runs.items()},
+    }))
+
+
 def main():
     kind, work = sys.argv[1:]
+    if kind in FUNCTION_FORMS:
+        function_form_main(kind, work)
+        return
     unbroken = training(kind, f"{work}/unbroken")
     unbroken_out, _ = unbroken.communicate(timeout=600)
     stopped = training(kind, f"{work}/stopped")
