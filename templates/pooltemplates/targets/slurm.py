@@ -28,16 +28,19 @@ LAUNCHES = ("spark", "srun")
 DEFAULT_TIME = "01:00:00"
 DEFAULT_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/horovod_torch_mnist.py", "--checkpoint-dir", "checkpoints")
 DEFAULT_TORCH_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/ddp_torch_mnist.py", "--checkpoint-dir", "checkpoints")
-# What each job kind runs on the Spark pool when no script is given. The estimator's store is a folder every node
-# sees (a Slurm node's /tmp is its own).
-# The default programs that resume from their checkpoints (trainrun.checkpoint), whose scripts ask to be requeued.
-RESUMING_KINDS = ("barrier",)
+# What each job kind runs on the Spark pool when no script is given. The estimator's store and TorchDistributor's
+# checkpoints are in the job's folder, which every node sees (a Slurm node's /tmp is its own, and TorchDistributor's
+# rank 0 runs in a Spark executor's folder).
+TORCH_DISTRIBUTOR_SCRIPT = (f"{image_contract.EXAMPLES_DIR}/torch_distributor_mnist.py", "--checkpoint-dir",
+                            '"$PWD/checkpoints"')
 SPARK_SCRIPTS = {
     "barrier": DEFAULT_TORCH_SCRIPT,
     "horovod": (f"{image_contract.EXAMPLES_DIR}/horovod_spark_estimator_mnist.py", "--store", '"$PWD/horovod-store"'),
-    "torch-distributor": (f"{image_contract.EXAMPLES_DIR}/torch_distributor_mnist.py",),
-    "plain": (f"{image_contract.EXAMPLES_DIR}/torch_distributor_mnist.py",),
+    "torch-distributor": TORCH_DISTRIBUTOR_SCRIPT,
+    "plain": TORCH_DISTRIBUTOR_SCRIPT,
 }
+# The default programs that resume from their checkpoints (trainrun.checkpoint), whose scripts ask to be requeued.
+RESUMING_KINDS = ("barrier", "torch-distributor", "plain")
 # Spark's memory overhead of an executor (the JVM's off-heap and Python's workers), as YARN and Kubernetes request
 # it: 10% of its memory, at least 384 MiB; and the driver's memory where the template gives none.
 OVERHEAD_FACTOR, MIN_OVERHEAD_MIB, DEFAULT_DRIVER_MIB = 0.10, 384, 1024
