@@ -5,11 +5,17 @@
 
 The loop is the one a single process would run; `accelerator.prepare` wraps the model for DDP and gives each rank its
 share of the batches, `accelerator.backward` replaces `loss.backward`. The model is examples/hf_causal_lm.py's tiny
-GPT-2 on the made-up text (made_up_text.py). Rank 0 alone writes the model (`accelerator.save_model`) and prints a
-JSON summary line.
+GPT-2 on the made-up text (made_up_text.py). At each epoch's end every rank saves its part of accelerate's own
+checkpoint (`accelerator.save_state`: the model, the optimizer, each rank's RNG states and the run's progress,
+registered with `register_for_checkpointing`) under a temporary name, which rank 0 renames `epoch-N` once all have
+written; a run started again loads the newest (`accelerator.load_state`) and says so in one line. Rank 0 alone writes
+the model (`accelerator.save_model`) and prints a JSON summary line.
 """
 import argparse
 import json
+import os
+import re
+import shutil
 
 import torch
 from accelerate import Accelerator
@@ -17,6 +23,54 @@ from torch.utils.data import DataLoader
 from transformers import DataCollatorForLanguageModeling, GPT2LMHeadModel
 
 from made_up_text import make_lines, next_word_accuracy, text_dataset, tiny_gpt2_config, train_tokenizer
+
+
+class Progress:
+    """Where the run is, saved with accelerate's checkpoint (register_for_checkpointing): epochs done, their losses."""
+
+    def __init__(self):
+        self.epoch, self.losses = 0, []
+
+    def state_dict(self):
+        return {"epoch": self.epoch, "losses": self.losses}
+
+    def load_state_dict(self, state):
+        self.epoch, self.losses = state["epoch"], state["losses"]
+
+
+def newest_state(folder):
+    """The newest complete `epoch-N` checkpoint in `folder`, or None."""
+    names = os.listdir(folder) if os.path.isdir(folder) else []
+    epochs = [int(match[1]) for name in names if (match := re.fullmatch(r"epoch-(\d+)", name))]
+    return os.path.join(folder, f"epoch-{max(epochs)}") if epochs else None
+
+
+def fsync(path):
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def save_state(accelerator, folder, epoch, keep=2):
+    """Every rank writes its files into a temporary folder; once all have, rank 0 fsyncs them, renames the folder
+    `epoch-N` and removes all but the newest `keep`. A kill before the rename leaves no `epoch-N`."""
+    partial = os.path.join(folder, f".partial-epoch-{epoch}")
+    accelerator.save_state(partial)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        for root, _, files in os.walk(partial):
+            for name in files:
+                fsync(os.path.join(root, name))
+        final = os.path.join(folder, f"epoch-{epoch}")
+        shutil.rmtree(final, ignore_errors=True)
+        os.replace(partial, final)
+        fsync(folder)
+        for old in sorted((int(name.removeprefix("epoch-")) for name in os.listdir(folder)
+                           if re.fullmatch(r"epoch-\d+", name)), reverse=True)[keep:]:
+            shutil.rmtree(os.path.join(folder, f"epoch-{old}"))
+    accelerator.wait_for_everyone()
 
 
 def main():
@@ -36,9 +90,16 @@ def main():
                         collate_fn=DataCollatorForLanguageModeling(tokenizer, mlm=False))
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    progress = Progress()
+    accelerator.register_for_checkpointing(progress)
+    resumed = newest_state(args.checkpoint_dir)
+    if resumed:
+        accelerator.load_state(resumed)
+        accelerator.print(f"resumed from step {progress.epoch * len(loader)} ({resumed})")
 
-    epoch_losses = []
-    for epoch in range(args.epochs):
+    epoch_losses = progress.losses
+    for epoch in range(progress.epoch, args.epochs):
+        loader.set_epoch(epoch)  # the shuffle of this epoch, whichever run reaches it
         model.train()
         total = torch.zeros(1, device=accelerator.device)
         for batch in loader:
@@ -49,6 +110,8 @@ def main():
             total += loss.detach()
         epoch_losses.append(accelerator.reduce(total, reduction="mean").item() / len(loader))
         accelerator.print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}")
+        progress.epoch = epoch + 1
+        save_state(accelerator, args.checkpoint_dir, progress.epoch)
 
     accuracy = next_word_accuracy(accelerator.unwrap_model(model), tokenizer, make_lines(500, seed=1))
     accelerator.save_model(model, args.checkpoint_dir)  # model.safetensors, on rank 0 only

@@ -5,9 +5,11 @@ peft_lora_causal_lm.py`): the adapter is saved, then loaded back onto the base m
 
 The base model stands for one from the Hub: examples/hf_causal_lm.py trains its tiny GPT-2 to count up and saves it
 with its tokenizer, which this loads with from_pretrained (nothing is downloaded). The new task is counting down.
-LoRA adapters on the attention and MLP layers are all that trains; the base weights stay frozen. Rank 0 alone writes
-the adapter, loads it back onto a fresh copy of the base and checks that it gives the trained model's logits, and
-prints a JSON summary line.
+LoRA adapters on the attention and MLP layers are all that trains; the base weights stay frozen. The Trainer saves a
+checkpoint of the adapter at each epoch's end, and a run started again resumes from the newest complete one, as
+examples/hf_causal_lm.py does (the base's training, finished, resumes at its end). Rank 0 alone writes the adapter,
+loads it back onto a fresh copy of the base and checks that it gives the trained model's logits, and prints a JSON
+summary line.
 """
 import argparse
 import json
@@ -43,11 +45,14 @@ def main():
     trainable, total = model.get_nb_trainable_parameters()
     training_args = TrainingArguments(
         output_dir=adapter_dir, num_train_epochs=args.epochs, learning_rate=args.lr,
-        per_device_train_batch_size=args.batch_size, logging_strategy="epoch", save_strategy="no", report_to="none",
-        disable_tqdm=True, use_cpu=not torch.cuda.is_available())
+        per_device_train_batch_size=args.batch_size, logging_strategy="epoch", save_strategy="epoch",
+        save_total_limit=2, report_to="none", disable_tqdm=True, use_cpu=not torch.cuda.is_available())
     trainer = Trainer(model=model, args=training_args, train_dataset=text_dataset(tokenizer, make_lines(2000, 2, -1)),
                       data_collator=DataCollatorForLanguageModeling(tokenizer, mlm=False))
-    trainer.train()
+    resumed = hf_causal_lm.newest_complete_checkpoint(adapter_dir)
+    if resumed and training_args.process_index == 0:
+        print(f"resumed from step {resumed[0]} ({resumed[1]})", flush=True)
+    trainer.train(resume_from_checkpoint=resumed[1] if resumed else None)
 
     test_lines = make_lines(500, seed=3, step=-1)
     accuracy = next_word_accuracy(model, tokenizer, test_lines)
