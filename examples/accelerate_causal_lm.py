@@ -18,7 +18,7 @@ import re
 import shutil
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, DataLoaderConfiguration
 from torch.utils.data import DataLoader
 from transformers import DataCollatorForLanguageModeling, GPT2LMHeadModel
 
@@ -81,7 +81,9 @@ def main():
     parser.add_argument("--checkpoint-dir", default="checkpoints")
     args = parser.parse_args()
 
-    accelerator = Accelerator()
+    # A seeded sampler: each epoch's shuffle follows from the seed and the epoch (set_epoch), so a resumed run's
+    # epochs see the batches an unbroken run's would.
+    accelerator = Accelerator(dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True))
     lines = make_lines(2000, seed=0)
     tokenizer = train_tokenizer(lines)
     torch.manual_seed(42)
@@ -99,7 +101,7 @@ def main():
 
     epoch_losses = progress.losses
     for epoch in range(progress.epoch, args.epochs):
-        loader.set_epoch(epoch)  # the shuffle of this epoch, whichever run reaches it
+        loader.set_epoch(epoch)
         model.train()
         total = torch.zeros(1, device=accelerator.device)
         for batch in loader:

@@ -48,8 +48,6 @@ def test_an_example_checkpointing_at_epochs_stopped_by_sigterm_resumes_from_its_
     unbroken, again = got["unbroken"]["summary"], got["again"]["summary"]
     if example == "horovod-keras":  # TensorFlow's CPU kernels and Horovod's fusion make no two runs equal
         assert len(again["losses"]) == len(unbroken["losses"]) and again["same_weights_on_every_rank"], again
-    elif example == "accelerate":  # its resumed epochs' losses differ from the unbroken run's in the third digit
-        assert again["losses"] == pytest.approx(unbroken["losses"], rel=0.02), (again["losses"], unbroken["losses"])
     else:
         assert again["losses"] == pytest.approx(unbroken["losses"], rel=1e-4), (again["losses"], unbroken["losses"])
     assert abs(again["accuracy"] - unbroken["accuracy"]) <= 0.02, got
