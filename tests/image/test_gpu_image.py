@@ -139,3 +139,13 @@ def test_doctor_names_the_driver_minimum_and_the_missing_nvidia_runtime(in_gpu_i
     minimum = {"12": "525.60.13", "13": "580"}[flavor.version("cuda").split(".")[0]]
     assert f"needs an NVIDIA driver >= {minimum}" in output, output
     assert "--gpus all" in output
+
+
+def test_ray_trains_beside_the_cuda_stack_on_cpus(in_gpu_image, flavor):
+    """Ray from the matrix in a GPU image: `ray` on PATH for Spark's executors, and Ray Train's TorchTrainer with 2
+    workers under `trainrun ray`, on CPUs (gloo), with the flavor's CUDA build of torch imported beside it."""
+    version = in_gpu_image.run(["ray", "--version"])
+    assert str(flavor.version("ray")) in version, version
+    output = in_gpu_image.run(["trainrun", "ray", "python", "/opt/trainstack/examples/ray_train_mnist.py"])
+    result = json.loads(next(line[line.index("{"):] for line in reversed(output.splitlines()) if '{"workflow"' in line))
+    assert result["ranks"] == 2 and result["accuracy"] >= 0.9, output[-3000:]
