@@ -7,22 +7,22 @@ The loop is the one a single process would run; `accelerator.prepare` wraps the 
 share of the batches, `accelerator.backward` replaces `loss.backward`. The model is examples/hf_causal_lm.py's tiny
 GPT-2 on the made-up text (made_up_text.py). At each epoch's end every rank saves its part of accelerate's own
 checkpoint (`accelerator.save_state`: the model, the optimizer, each rank's RNG states and the run's progress,
-registered with `register_for_checkpointing`) under a temporary name, which rank 0 renames `epoch-N` once all have
-written; a run started again loads the newest (`accelerator.load_state`) and says so in one line. Rank 0 alone writes
+registered with `register_for_checkpointing`) into one trainrun.checkpoint folder, which rank 0 renames `step-N` once
+all have written; a run started again loads the newest (`accelerator.load_state`) and says so in one line. Rank 0 alone writes
 the model (`accelerator.save_model`) and prints a JSON summary line.
 """
 import argparse
+import contextlib
 import json
-import os
-import re
-import shutil
 
 import torch
 from accelerate import Accelerator, DataLoaderConfiguration
+from accelerate.utils import broadcast_object_list
 from torch.utils.data import DataLoader
 from transformers import DataCollatorForLanguageModeling, GPT2LMHeadModel
 
 from made_up_text import make_lines, next_word_accuracy, text_dataset, tiny_gpt2_config, train_tokenizer
+from trainrun import checkpoint
 
 
 class Progress:
@@ -38,38 +38,14 @@ class Progress:
         self.epoch, self.losses = state["epoch"], state["losses"]
 
 
-def newest_state(folder):
-    """The newest complete `epoch-N` checkpoint in `folder`, or None."""
-    names = os.listdir(folder) if os.path.isdir(folder) else []
-    epochs = [int(match[1]) for name in names if (match := re.fullmatch(r"epoch-(\d+)", name))]
-    return os.path.join(folder, f"epoch-{max(epochs)}") if epochs else None
-
-
-def fsync(path):
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
-
-
-def save_state(accelerator, folder, epoch, keep=2):
-    """Every rank writes its files into a temporary folder; once all have, rank 0 fsyncs them, renames the folder
-    `epoch-N` and removes all but the newest `keep`. A kill before the rename leaves no `epoch-N`."""
-    partial = os.path.join(folder, f".partial-epoch-{epoch}")
-    accelerator.save_state(partial)
-    accelerator.wait_for_everyone()
-    if accelerator.is_main_process:
-        for root, _, files in os.walk(partial):
-            for name in files:
-                fsync(os.path.join(root, name))
-        final = os.path.join(folder, f"epoch-{epoch}")
-        shutil.rmtree(final, ignore_errors=True)
-        os.replace(partial, final)
-        fsync(folder)
-        for old in sorted((int(name.removeprefix("epoch-")) for name in os.listdir(folder)
-                           if re.fullmatch(r"epoch-\d+", name)), reverse=True)[keep:]:
-            shutil.rmtree(os.path.join(folder, f"epoch-{old}"))
+def save_state(accelerator, folder, step):
+    """accelerate's checkpoint as one trainrun.checkpoint folder `step-N`: rank 0 opens it under a temporary name,
+    every rank writes its files into it, and once all have, rank 0 fsyncs it and renames it (the newest 2 kept)."""
+    writing = checkpoint.writing(folder, step, keep=2) if accelerator.is_main_process else contextlib.nullcontext()
+    with writing as partial:
+        (path,) = broadcast_object_list([str(partial) if partial else None])
+        accelerator.save_state(path)
+        accelerator.wait_for_everyone()
     accelerator.wait_for_everyone()
 
 
@@ -94,10 +70,10 @@ def main():
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     progress = Progress()
     accelerator.register_for_checkpointing(progress)
-    resumed = newest_state(args.checkpoint_dir)
+    resumed = checkpoint.latest(args.checkpoint_dir)
     if resumed:
-        accelerator.load_state(resumed)
-        accelerator.print(f"resumed from step {progress.epoch * len(loader)} ({resumed})")
+        accelerator.load_state(str(resumed.path))
+        accelerator.print(resumed.message())
 
     epoch_losses = progress.losses
     for epoch in range(progress.epoch, args.epochs):
@@ -113,7 +89,7 @@ def main():
         epoch_losses.append(accelerator.reduce(total, reduction="mean").item() / len(loader))
         accelerator.print(f"epoch {epoch} loss {epoch_losses[-1]:.4f}")
         progress.epoch = epoch + 1
-        save_state(accelerator, args.checkpoint_dir, progress.epoch)
+        save_state(accelerator, args.checkpoint_dir, progress.epoch * len(loader))
 
     accuracy = next_word_accuracy(accelerator.unwrap_model(model), tokenizer, make_lines(500, seed=1))
     accelerator.save_model(model, args.checkpoint_dir)  # model.safetensors, on rank 0 only

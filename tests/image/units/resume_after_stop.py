@@ -4,10 +4,10 @@ epoch's end, examples/horovod_keras_mnist.py at each epoch's end), the others wi
 each epoch's end: Lightning's (examples/lightning_mnist.py: ModelCheckpoint, `last.ckpt`), DeepSpeed's
 (examples/deepspeed_zero_mnist.py: ZeRO checkpoints, `zero/latest`), the Hugging Face Trainer's
 (examples/hf_causal_lm.py: `checkpoint-STEP` folders; examples/peft_lora_causal_lm.py: the adapter's, in `lora/`) and
-accelerate's (examples/accelerate_causal_lm.py: `accelerator.save_state`, `epoch-N` folders). Unbroken: one run. Stopped: SIGTERM to trainrun (`trainrun
-mpi -np 2`, `trainrun torch --nproc-per-node 2`, `accelerate launch --cpu --num_processes 2`) once the first checkpoint
-is written, as Slurm's time limit or
-requeue stops a step; then the same line again, which must resume. Prints one JSON line of what each run showed, for
+accelerate's (examples/accelerate_causal_lm.py: `accelerator.save_state` into trainrun.checkpoint's `step-N`).
+Unbroken: one run. Stopped: SIGTERM to trainrun (`trainrun mpi -np 2`, `trainrun torch --nproc-per-node 2`,
+`accelerate launch --cpu --num_processes 2`) once the first checkpoint is written, as Slurm's time limit or requeue
+stops a step; then the same line again, which must resume. Prints one JSON line of what each run showed, for
 tests/image/test_resume_in_image.py.
 
 The function forms of the Spark distributors and of trainrun.run (examples/horovod_runner_mnist.py,
@@ -58,7 +58,7 @@ FUNCTION_FORMS = {
 FUNCTION_FORM_EPOCHS = 3
 # The files that appear once a checkpoint is complete.
 WRITTEN = {"horovod-torch": "step-*", "horovod-keras": "step-*", "lightning": "last.ckpt", "deepspeed": "zero/latest",
-           "hf": "checkpoint-*/trainer_state.json", "accelerate": "epoch-*",
+           "hf": "checkpoint-*/trainer_state.json", "accelerate": "step-*",
            "peft": "lora/checkpoint-*/trainer_state.json"}
 
 
@@ -74,10 +74,7 @@ def saved_steps(kind, folder):
     if kind in ("hf", "peft"):
         return sorted(int(path.split("/")[-2].removeprefix("checkpoint-"))
                       for path in glob.glob(f"{folder}/{WRITTEN[kind]}"))
-    if kind == "accelerate":
-        return sorted(int(os.path.basename(path).removeprefix("epoch-")) * steps_per_epoch(kind)
-                      for path in glob.glob(f"{folder}/epoch-*"))
-    if kind.startswith("horovod"):
+    if kind.startswith("horovod") or kind == "accelerate":
         return sorted(int(os.path.basename(path).removeprefix("step-")) for path in glob.glob(f"{folder}/step-*"))
     epochs = (re.fullmatch(r"epoch-(\d+)", os.path.basename(path)) for path in glob.glob(f"{folder}/zero/epoch-*"))
     return sorted(int(epoch[1]) * steps_per_epoch(kind) for epoch in epochs if epoch)
