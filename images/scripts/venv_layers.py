@@ -8,9 +8,11 @@ canonical distribution names: lower case, runs of -_. as one -) names the distri
 one layer whose pattern is `*` takes every other distribution, the files no RECORD lists, and empty folders. The image copies each folder as a
 layer of its own, so a pull after a change re-sends the changed layer and those above it, not the whole venv.
 
-The layers are made reproducible: every .pyc is compiled again as a checked-hash pyc (a timestamp pyc records its
-source's install time, so two builds differ, and would go stale once the mtimes below change), then every file,
-link and folder gets the same mtime (SECONDS) and root's ownership. REPORT gets each layer's distributions, files and
+The layers are made reproducible: every pyc is compiled here, as a checked-hash pyc (a timestamp pyc records its
+source's install time, so two builds differ, and would go stale once the mtimes below change): the one of each .py
+file a RECORD lists, which pip would have written (the builder's pip writes none: they were compiled twice), and
+each one the build wrote otherwise; then every file, link and folder gets the same mtime (SECONDS) and root's
+ownership. A pyc goes to the layer of its source. REPORT gets each layer's distributions, files and
 bytes; where it lies under a --report-root, a folder the image copies into / as it is, that folder is made the same way.
 """
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import fnmatch
+import importlib.util
 import json
 import os
 import py_compile
@@ -55,6 +58,14 @@ def record_owners(site_packages: Path) -> dict[str, str]:
     return owners
 
 
+def owner_of(path: str, owners: dict[str, str]) -> str | None:
+    """The distribution whose RECORD lists the file, or, for a pyc it does not list, its source."""
+    if path in owners or os.path.basename(os.path.dirname(path)) != "__pycache__":
+        return owners.get(path)
+    folder, name = os.path.split(os.path.dirname(path))[0], os.path.basename(path)
+    return owners.get(os.path.join(folder, name.partition(".")[0] + ".py"))
+
+
 def catch_all(layers: list[tuple[str, list[str]]]) -> str:
     return next(name for name, patterns in layers if patterns == [CATCH_ALL])
 
@@ -67,8 +78,8 @@ def layer_of(distribution: str | None, layers: list[tuple[str, list[str]]]) -> s
     return catch_all(layers)
 
 
-def _recompile(pyc: str) -> str | None:
-    """Compiles a pyc's source again as a checked-hash pyc; the pyc's path if that failed."""
+def _compile(pyc: str) -> str | None:
+    """Compiles a pyc's source (beside its __pycache__) as a checked-hash pyc; the pyc's path if that failed."""
     path = Path(pyc)
     stem, _, rest = path.name.partition(".")
     source = path.parent.parent / f"{stem}.py"
@@ -81,18 +92,23 @@ def _recompile(pyc: str) -> str | None:
     return None
 
 
-def recompile_pycs(venv: Path) -> list[str]:
-    """Every pyc with its source beside it, compiled again as checked-hash; the ones that failed."""
+def compile_pycs(venv: Path, owners: dict[str, str]) -> list[str]:
+    """Every pyc the venv has with its source beside it compiled again, and the pyc of every .py file `owners` lists
+    written, as pip's install would have (its own compile skips sources that do not compile, as this does); the
+    existing pycs that failed."""
     tag = sys.implementation.cache_tag
-    pycs = sorted(str(pyc) for pyc in venv.rglob(f"__pycache__/*.{tag}*.pyc")
-                  if (pyc.parent.parent / f"{pyc.name.partition('.')[0]}.py").is_file())
+    existing = {str(pyc) for pyc in venv.rglob(f"__pycache__/*.{tag}*.pyc")
+                if (pyc.parent.parent / f"{pyc.name.partition('.')[0]}.py").is_file()}
+    listed = {importlib.util.cache_from_source(path) for path in owners
+              if path.endswith(".py") and os.path.isfile(path)}
     with ProcessPoolExecutor() as pool:
-        return [pyc for pyc in pool.map(_recompile, pycs, chunksize=256) if pyc]
+        failed = [pyc for pyc in pool.map(_compile, sorted(existing | listed), chunksize=256) if pyc]
+    return [pyc for pyc in failed if pyc in existing]
 
 
-def split(venv: Path, site_packages: Path, out: Path, layers: list[tuple[str, list[str]]]) -> dict[str, dict]:
-    """Moves VENV's files into OUT/<layer>/; returns each layer's distributions, files and bytes."""
-    owners = record_owners(site_packages)
+def split(venv: Path, owners: dict[str, str], out: Path, layers: list[tuple[str, list[str]]]) -> dict[str, dict]:
+    """Moves VENV's files into OUT/<layer>/ by their owners (record_owners); returns each layer's distributions, files
+    and bytes."""
     for name, _ in layers:
         (out / name).mkdir(parents=True, exist_ok=True)
     report = {name: {"patterns": patterns, "distributions": set(), "files": 0, "bytes": 0}
@@ -104,7 +120,7 @@ def split(venv: Path, site_packages: Path, out: Path, layers: list[tuple[str, li
             (out / catch_all(layers) / folder.lstrip("/")).mkdir(parents=True, exist_ok=True)
         for name in sorted(files) + sorted(d for d in dirs if os.path.islink(os.path.join(folder, d))):
             path = os.path.join(folder, name)
-            layer = layer_of(owners.get(path), layers)
+            layer = layer_of(owner_of(path, owners), layers)
             target = out / layer / path.lstrip("/")
             target.parent.mkdir(parents=True, exist_ok=True)
             report[layer]["files"] += 1
@@ -135,10 +151,10 @@ def main() -> None:
     args = parser.parse_args()
     if [patterns for _, patterns in args.layers].count([CATCH_ALL]) != 1:
         parser.error(f"exactly one --layer takes what no other does: NAME={CATCH_ALL}")
-    failed = recompile_pycs(args.venv)
-    for pyc in failed:
+    owners = record_owners(args.site_packages)
+    for pyc in compile_pycs(args.venv, owners):
         print(f"venv layers: {pyc}: its source does not compile; left as it was", file=sys.stderr)
-    report = split(args.venv, args.site_packages, args.out, args.layers)
+    report = split(args.venv, owners, args.out, args.layers)
     normalize(args.out, args.mtime)
     args.report.parent.mkdir(parents=True, exist_ok=True)
     args.report.write_text(json.dumps(report, indent=2) + "\n")

@@ -104,3 +104,11 @@ class _ChunkReader(io.RawIOBase):
         size = min(len(target), len(self._buffer))
         target[:size], self._buffer = self._buffer[:size], self._buffer[size:]
         return size
+
+
+def test_every_installed_module_has_a_checked_hash_pyc_of_its_source(in_image):
+    """The builder's pip writes no pycs; venv_layers.py writes each RECORD's, patched sources' as patched."""
+    summary = json.loads(in_image.run(["python", "/units/venv_pycs.py"]).strip().splitlines()[-1])
+    assert summary["sources"] > 20000
+    assert summary["compilable_missing"] == [] and summary["stale"] == [] and summary["timestamped"] == []
+    assert summary["missing"] < 10

@@ -2,6 +2,7 @@
 the docker SDK, verifies it, then tags it."""
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -9,7 +10,9 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +20,7 @@ from typing import Callable
 
 import docker
 import docker.errors
+import docker.utils.build
 
 from trainrun.image_contract import CONSTRAINTS_PATH, IMAGE_SCRIPTS_DIR, MANIFEST_PATH, SBOM_PATH
 from trainstack import docker_client
@@ -28,12 +32,20 @@ from trainstack.image.build_timing import (
     BuildKitStepTimer,
     BuildSteps,
     StepTimer,
+    TimedStep,
     dockerfile_instructions,
     merged_phases,
     record_build_steps,
 )
 from trainstack.image.components import BUILDER_STAGE
-from trainstack.image.dockerfile import BUILDER_IMAGE, BUILDER_OUTPUT_STAGE, IMAGE_STAGES_DOCKERFILE
+from trainstack.image.dockerfile import (
+    BUILDER_IMAGE,
+    BUILDER_OUTPUT_STAGE,
+    IMAGE_OS_STAGE,
+    IMAGE_ROOT,
+    IMAGE_STAGES_DOCKERFILE,
+    RUNTIME_OS_ROOT,
+)
 from trainstack.image.manifest import (
     HOROVOD_MODULES,
     SETID_FIND,
@@ -80,6 +92,9 @@ LAST_CLI_WITHOUT_BUILDX = 22
 # The first engine with BuildKit, on Linux.
 BUILDKIT_ENGINE = (18, 9)
 CLI_VERSION = re.compile(r"Docker version (\d+)\.(\d+)\S*")
+# What the image's own stages read of the build context: the classic builder is sent these alone, not the builder
+# stages' files (their wheelhouse holds a 183 MB torch wheel).
+IMAGE_STAGES_CONTEXT = (IMAGE_STAGES_DOCKERFILE, RUNTIME_OS_ROOT, IMAGE_ROOT)
 
 
 @dataclass(frozen=True)
@@ -144,20 +159,45 @@ def _timed(timer: StepTimer | BuildKitStepTimer, progress: Callable[[str], None]
 
 def _build_in_two_phases(client: docker.DockerClient, builder: Builder, context: Path, flavor: str, no_cache: bool,
                          progress: Callable[[str], None]) -> tuple[str, BuildSteps]:
-    """The builder stages with BuildKit, tagged BUILDER_IMAGE, then the image's own stages from it with the classic
-    builder (dockerfile.BUILDER_IMAGE says why); the image's ID and both phases' steps as one build's."""
+    """The builder stages with BuildKit, tagged BUILDER_IMAGE, while the classic builder makes the image's system stage
+    (IMAGE_OS_STAGE, which needs no builder stage), then the image's own stages from both with the classic builder
+    (dockerfile.BUILDER_IMAGE says why), image-os from its cache; the image's ID and the phases' steps as one build's.
+    With no_cache there is no cache to take image-os from, so it is built once, in the last phase."""
+    started = time.monotonic()
     dockerfile = dockerfile_instructions((context / "Dockerfile").read_text())
+    image_stages = dockerfile_instructions((context / IMAGE_STAGES_DOCKERFILE).read_text())
     builder_timer = BuildKitStepTimer((context / "Dockerfile").read_text())
-    run_buildkit_build(builder, context, no_cache, _timed(builder_timer, progress), target=BUILDER_OUTPUT_STAGE,
-                       tag=BUILDER_IMAGE.format(flavor=flavor))
-    builder_steps = builder_timer.finish()
+
+    def build_image_os() -> list[TimedStep]:
+        timer = StepTimer()
+        run_build(client, context, False, _timed(timer, _prefixed(IMAGE_OS_STAGE, progress)), IMAGE_STAGES_DOCKERFILE,
+                  target=IMAGE_OS_STAGE, reads=IMAGE_STAGES_CONTEXT)
+        return timer.finish()
+
+    with ThreadPoolExecutor(max_workers=1) as classic:
+        image_os = None if no_cache else classic.submit(build_image_os)
+        run_buildkit_build(builder, context, no_cache, _timed(builder_timer, progress), target=BUILDER_OUTPUT_STAGE,
+                           tag=BUILDER_IMAGE.format(flavor=flavor))
+        phases = [(dockerfile, builder_timer.finish())]
+        if image_os is not None:
+            phases.append((image_stages, image_os.result()))
     image_timer = StepTimer()
-    image_id = run_build(client, context, no_cache, _timed(image_timer, progress), IMAGE_STAGES_DOCKERFILE)
-    steps = merged_phases(dockerfile, [
-        (dockerfile, builder_steps),
-        (dockerfile_instructions((context / IMAGE_STAGES_DOCKERFILE).read_text()), image_timer.finish())])
-    return image_id, BuildSteps(steps, builder_timer.elapsed_s + image_timer.elapsed_s, f"{builder_timer.builder} for "
-                                f"the {BUILDER_STAGE} stages, then {image_timer.builder}", BUILDKIT_CPU_TIME_SOURCE)
+    image_id = run_build(client, context, no_cache, _timed(image_timer, progress), IMAGE_STAGES_DOCKERFILE,
+                         reads=IMAGE_STAGES_CONTEXT)
+    phases.append((image_stages, image_timer.finish()))
+    beside = "" if image_os is None else f" (its {IMAGE_OS_STAGE} stage while BuildKit built)"
+    return image_id, BuildSteps(merged_phases(dockerfile, phases), round(time.monotonic() - started, 3),
+                                f"{builder_timer.builder} for the {BUILDER_STAGE} stages, then {image_timer.builder}"
+                                f"{beside}", BUILDKIT_CPU_TIME_SOURCE if image_os is None else
+                                f"{BUILDKIT_CPU_TIME_SOURCE}; the {IMAGE_OS_STAGE} stage's steps count the CPU of "
+                                "BuildKit's steps that ran beside them, as those count theirs")
+
+
+def _prefixed(stage: str, progress: Callable[[str], None]) -> Callable[[str], None]:
+    """The classic builder's output of a stage built beside BuildKit, its lines marked with the stage's name."""
+    def marked(text: str) -> None:
+        progress("".join(f"[{stage}] {line}" for line in text.splitlines(keepends=True)))
+    return marked
 
 
 def published_names(image_name: str, manifest: dict) -> list[str]:
@@ -232,7 +272,8 @@ class Builder:
     buildx: bool = False
 
     def line(self) -> str:
-        how = (f"BuildKit through {self.cli} for the builder stages, then classic for the image's own"
+        how = (f"BuildKit through {self.cli} for the builder stages, classic for the image's own (its {IMAGE_OS_STAGE} "
+               "stage beside them)"
                if self.buildkit else "classic, through the docker SDK")
         return f"builder: {how}: {self.why}\n"
 
@@ -308,30 +349,37 @@ def run_buildkit_build(builder: Builder, context: Path, no_cache: bool, progress
 
 
 def run_build(client: docker.DockerClient, context: Path, no_cache: bool, progress: Callable[[str], None],
-              dockerfile: str = "Dockerfile") -> str:
-    """Builds the context's `dockerfile` with the classic builder through the docker SDK; returns the image ID."""
+              dockerfile: str = "Dockerfile", target: str | None = None, reads: Collection[str] | None = None) -> str:
+    """Builds the context's `dockerfile` (up to stage `target`, if given) with the classic builder through the docker
+    SDK, sent the whole context or, given `reads`, those of its entries alone; returns the image ID."""
     image_id = None
     # The builder's scripts explain a failure on one line starting so; docker's own error only gives the exit code.
     explanation = None
-    stream = client.api.build(
-        path=str(context),
-        dockerfile=dockerfile,
-        rm=True,
-        forcerm=True,
-        nocache=no_cache,
-        decode=True,
-        buildargs={name: os.environ[name] for name in PROXY_BUILD_ARGS if os.environ.get(name)},
-        labels=_build_labels(),
-    )
-    for chunk in stream:
-        if "stream" in chunk:
-            progress(chunk["stream"])
-            explanation = next(iter(SCRIPT_ERROR.findall(chunk["stream"])), explanation)
-        if "error" in chunk:
-            reason = f"{explanation}\n  ({chunk['error'].strip()})" if explanation else chunk["error"].strip()
-            raise TrainstackError(f"build: {reason}")
-        if "aux" in chunk and "ID" in chunk["aux"]:
-            image_id = chunk["aux"]["ID"]
+    with contextlib.ExitStack() as sent_files:
+        sent = None if reads is None else sent_files.enter_context(docker.utils.build.tar(
+            str(context), exclude=sorted(entry.name for entry in context.iterdir() if entry.name not in reads)))
+        stream = client.api.build(
+            path=None if sent else str(context),
+            fileobj=sent,
+            custom_context=sent is not None,
+            dockerfile=dockerfile,
+            target=target,
+            rm=True,
+            forcerm=True,
+            nocache=no_cache,
+            decode=True,
+            buildargs={name: os.environ[name] for name in PROXY_BUILD_ARGS if os.environ.get(name)},
+            labels=_build_labels(),
+        )
+        for chunk in stream:
+            if "stream" in chunk:
+                progress(chunk["stream"])
+                explanation = next(iter(SCRIPT_ERROR.findall(chunk["stream"])), explanation)
+            if "error" in chunk:
+                reason = f"{explanation}\n  ({chunk['error'].strip()})" if explanation else chunk["error"].strip()
+                raise TrainstackError(f"build: {reason}")
+            if "aux" in chunk and "ID" in chunk["aux"]:
+                image_id = chunk["aux"]["ID"]
     if image_id is None:
         raise TrainstackError("build: the daemon finished without reporting an image")
     return image_id

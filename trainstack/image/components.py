@@ -141,10 +141,16 @@ def _cuda_toolkit(cuda: cuda_build.CudaBuild, sources: SourceOptions) -> BuildCo
         files=tuple(f"scripts/{script}" for script in cuda.scripts))
 
 
+# The builder's pip writes no pyc: venv_layers.py writes every one once, checked-hash, after the last install (pip's
+# own were compiled again there). PIP_COMPILE=0 and not PIP_NO_COMPILE=1, which pip reads as compile = 1.
+NO_PIP_PYCS = {"PIP_COMPILE": "0"}
+
+
 def _venv(flavor: Flavor, sources: SourceOptions, cache_mounts: bool) -> BuildComponent:
-    """The image's venv, and where the builder's pip finds packages (indexes, the wheelhouse)."""
-    pip_env = {name: value for name, value in pip_source_env(sources, flavor).items()
-               if not (cache_mounts and name == PIP_NO_CACHE_DIR)}
+    """The image's venv, and where the builder's pip finds packages (indexes, the wheelhouse) and that it writes no
+    pycs."""
+    pip_env = {**{name: value for name, value in pip_source_env(sources, flavor).items()
+                  if not (cache_mounts and name == PIP_NO_CACHE_DIR)}, **NO_PIP_PYCS}
     return BuildComponent("venv", values={"pip_env": pip_env, "venv": image_contract.VENV_DIR},
                           distributions=("pip",))
 

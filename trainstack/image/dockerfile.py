@@ -42,6 +42,9 @@ BUILDER_IMAGE = "trainstack-builder:{flavor}"
 # (exporting every layer of the builder stages took 46 s of a cold cpu build).
 BUILDER_OUTPUT_STAGE = "builder-output"
 IMAGE_STAGES_DOCKERFILE = "Dockerfile.image"
+# The stage of the image's system layers (its compile toolchain, its user): it needs runtime-os alone, so a BuildKit build
+# makes it with the classic builder while BuildKit builds the builder stages.
+IMAGE_OS_STAGE = "image-os"
 BUILDER_APT_PACKAGES = ["g++", "make", "cmake", "patch", "binutils", "python3-dev", "python3-venv", "libopenmpi-dev"]
 # The mtime of every file, link and folder in the image's own layers (2000-01-01T00:00:00Z: any constant does; zip
 # files can hold it), so that no layer records when it was built and two builds of the same inputs give the same one.
@@ -123,6 +126,7 @@ def render_dockerfile(flavor: Flavor, sources: SourceOptions = SourceOptions(), 
                                    for name in component.distributions],
         "builder_output_stage": BUILDER_OUTPUT_STAGE,
         "builder_image": builder_image,
+        "image_os_stage": IMAGE_OS_STAGE,
         "headers_left_in_builder": [path for component in components for path in component.left_in_builder],
         "site_packages_cleanup": [line for component in components for line in component.site_packages_cleanup],
         "nvidia_ld_conf": NVIDIA_LD_CONF if flavor.gpu else None,

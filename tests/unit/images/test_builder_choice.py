@@ -40,7 +40,8 @@ def test_debians_docker_20_10_builds_with_buildkit_where_the_docker_on_path_lack
     chosen = build.choose_builder(Engine())
     assert (chosen.buildkit, chosen.cli, chosen.buildx) == (True, "/usr/bin/docker", False)
     assert chosen.line() == (
-        "builder: BuildKit through /usr/bin/docker for the builder stages, then classic for the image's own: docker "
+        "builder: BuildKit through /usr/bin/docker for the builder stages, classic for the image's own (its image-os "
+        "stage beside them): docker "
         "20.10 with DOCKER_BUILDKIT=1 (engine 20.10.24+dfsg1): independent stages build at once, pip's downloads come "
         "from a cache mount\n")
 

@@ -29,6 +29,12 @@ def final_stage(dockerfile: str) -> str:
     return dockerfile.split("# --- the image ---")[1]
 
 
+def image_os_stage(dockerfile: str) -> str:
+    """The stage of the image's system layers, from its FROM to the next stage's heading."""
+    start = "FROM runtime-os AS image-os"
+    return start + dockerfile.split(start)[1].split("\n# --- ")[0]
+
+
 def test_cpu_dockerfile_matches_golden(cpu, golden):
     golden("Dockerfile.cpu", render_dockerfile(cpu))
 
@@ -80,9 +86,11 @@ def test_ca_bundle_and_wheelhouse_stay_in_the_builder_stage(cpu):
 
 def test_final_image_gets_only_torch_compiles_toolchain(cpu):
     dockerfile = render_dockerfile(cpu)
-    runtime_os, rest = dockerfile.split("# --- frameworks:")
+    runtime_os = dockerfile.split("# --- image-os:")[0]
     assert "apt-get install" in runtime_os and "gcc" not in runtime_os  # the builder never rebuilds for the toolchain
-    image = final_stage(dockerfile)
+    image = image_os_stage(dockerfile) + final_stage(dockerfile)
+    assert instructions(image_os_stage(dockerfile))[0] == "FROM runtime-os AS image-os"
+    assert instructions(final_stage(dockerfile))[0] == "FROM image-os"
     installs = [line for line in image.splitlines() if "apt-get install" in line]
     assert installs == [" && apt-get install -y --no-install-recommends gcc g++ libc6-dev libpython3-dev \\"]
     for excluded in ("lto1", "lib*san.so*", "libpython3*.a"):
@@ -197,8 +205,8 @@ def test_every_layer_of_the_image_is_made_the_same_in_every_build(name):
     # normalizes what the step changed since; a COPY writes a folder of normalized files into /, so that no folder
     # it makes carries the time of the build. The builder's steps reach the image only through such COPYs.
     dockerfile = render_dockerfile(load_matrix().flavor(name))
-    runtime_os = dockerfile.split("AS runtime-os")[1].split("# --- frameworks")[0]
-    for stage in (runtime_os, final_stage(dockerfile)):
+    runtime_os = dockerfile.split("AS runtime-os")[1].split("# --- image-os")[0]
+    for stage in (runtime_os, image_os_stage(dockerfile), final_stage(dockerfile)):
         for instruction in instructions(stage):
             if instruction.startswith("RUN "):
                 assert instruction.startswith(f"RUN {STEP_START} && ") and instruction.endswith(f"&& {STEP_END}")

@@ -23,9 +23,11 @@ def matrix():
 
 
 def stages(dockerfile: str) -> tuple[str, str]:
-    """(the builder stages, from frameworks to builder; the final stage) of a rendered Dockerfile."""
+    """(the builder stages, from frameworks to builder; the image's own stages, image-os and the last) of a rendered
+    Dockerfile."""
     builder = dockerfile.split("AS frameworks")[1].split("# --- the image ---")[0]
-    return builder, dockerfile.split("# --- the image ---")[1]
+    image_os = dockerfile.split("AS image-os")[1].split("\n# --- ")[0]
+    return builder, image_os + dockerfile.split("# --- the image ---")[1]
 
 
 @pytest.mark.parametrize("name", GPU_FLAVORS)
@@ -143,7 +145,7 @@ def test_horovods_kernels_are_checked_for_every_architecture_after_its_build(mat
              " --architectures 70,75,80,86,89,90 /opt/venv/lib/python3.11/site-packages/horovod\n")
     builder, _ = stages(render_dockerfile(flavor))
     # In the builder, on Horovod as its stage compiled it.
-    assert builder.index("COPY --from=horovod") < builder.index(check) < builder.index("horovodrun --check-build")
+    assert builder.index("COPY --from=horovod") < builder.index(check) < builder.index("COPY --from=deepspeed")
 
 
 def test_cuda_13_flavor_names_no_architectures_and_gets_no_kernel_check(matrix):

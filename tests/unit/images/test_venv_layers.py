@@ -44,8 +44,17 @@ def make_venv(root: Path) -> Path:
     return venv
 
 
-def split(root: Path, out_name: str = "layers") -> tuple[Path, dict]:
+def without_pycs(venv: Path, distribution: str, module: str) -> None:
+    """The distribution as the builder's pip installs it: no pyc, none in its RECORD."""
+    shutil.rmtree(venv / SITE / module / "__pycache__")
+    record = venv / SITE / f"{distribution}-1.0.dist-info" / "RECORD"
+    record.write_text("".join(line for line in record.read_text().splitlines(keepends=True) if ".pyc" not in line))
+
+
+def split(root: Path, out_name: str = "layers", pip_pycs: bool = True) -> tuple[Path, dict]:
     venv = make_venv(root)
+    if not pip_pycs:
+        without_pycs(venv, "gamma", "gamma")
     out, report_root = root / out_name, root / f"{out_name}-report"
     report = report_root / "etc" / "venv-layers.json"
     subprocess.run([sys.executable, str(SCRIPT), str(venv), str(venv / SITE), str(out), str(report),
@@ -78,6 +87,13 @@ def test_pycs_are_checked_hash_and_every_entry_has_one_mtime(tmp_path):
     pyc = next(out.rglob("gamma/__pycache__/*.pyc"))
     assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11  # hash-based, checked
     assert {os.lstat(path).st_mtime for path in out.rglob("*")} == {LAYER_MTIME}
+
+
+def test_a_distribution_installed_without_pycs_gets_them_in_its_layer(tmp_path):
+    out, _ = split(tmp_path, pip_pycs=False)
+    pyc = next(out.rglob(f"gamma/__pycache__/__init__.{sys.implementation.cache_tag}.pyc"))
+    assert pyc.is_relative_to(out / "last")
+    assert int.from_bytes(pyc.read_bytes()[4:8], "little") == 0b11
 
 
 def layer_digests(out: Path) -> dict[str, str]:
