@@ -194,9 +194,17 @@ def _build_in_two_phases(client: docker.DockerClient, builder: Builder, context:
 
 
 def _prefixed(stage: str, progress: Callable[[str], None]) -> Callable[[str], None]:
-    """The classic builder's output of a stage built beside BuildKit, its lines marked with the stage's name."""
+    """The classic builder's output of a stage built beside BuildKit, each line marked with the stage's name (the
+    stream splits lines across its chunks)."""
+    at_line_start = True
+
     def marked(text: str) -> None:
-        progress("".join(f"[{stage}] {line}" for line in text.splitlines(keepends=True)))
+        nonlocal at_line_start
+        pieces = []
+        for piece in text.splitlines(keepends=True):
+            pieces.append(f"[{stage}] {piece}" if at_line_start else piece)
+            at_line_start = piece.endswith("\n")
+        progress("".join(pieces))
     return marked
 
 

@@ -107,3 +107,12 @@ def test_a_failed_buildkit_build_names_its_scripts_explanation_and_buildkits_err
         build.run_buildkit_build(builder, tmp_path, True, lambda line: None, "builder", "b:cpu")
     assert str(failed.value) == ("build: torch 2.13.0 is not the matrix's 2.12.0\n"
                                  "  (error: failed to solve: executor failed running [/bin/sh -c check]: exit code: 2)")
+
+
+def test_the_stage_built_beside_buildkit_marks_each_line_once_however_the_stream_splits_it():
+    shown = []
+    marked = build._prefixed("image-os", shown.append)
+    for chunk in ("Step 1/2 : FROM base", "\n", " ---> abc\nStep 2/2 : RUN x\n", " ---> Running in d\n"):
+        marked(chunk)
+    assert "".join(shown) == ("[image-os] Step 1/2 : FROM base\n[image-os]  ---> abc\n[image-os] Step 2/2 : RUN x\n"
+                              "[image-os]  ---> Running in d\n")
