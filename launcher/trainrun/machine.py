@@ -12,6 +12,7 @@ from typing import Mapping
 
 from .engines import current
 from .engines.slurm import Allocation
+from .ports import pick_free_port
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,6 @@ def detect_mpi_flavor(mpirun: str = "mpirun") -> str | None:
     if "hydra" in text or "mpich" in text or "intel(r) mpi" in text:
         return "mpich"
     return None
-
-
-def pick_free_port(host: str = "") -> int:
-    """A port free right now; the caller hands it to a process that binds it moments later."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return sock.getsockname()[1]
 
 
 def _spark_home() -> str | None:

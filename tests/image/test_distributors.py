@@ -39,8 +39,13 @@ def test_ranks_printing_at_once_keep_their_lines_whole(in_image):
 
 
 def test_torch_distributor_on_barrier_tasks_returns_rank_0s_value(in_image):
+    """Its rendezvous port is below the ephemeral range, where no connection's source port can take it before
+    torchrun binds it (pyspark-4.3.0-rendezvous-port-below-ephemeral.patch)."""
     result = run_case(in_image, "torch-barrier")
     assert result["returned"] == [0], result["output"][-3000:]
+    ports = {int(port) for port in re.findall(r"returns \d \(rendezvous port (\d+)\)", result["output"])}
+    (port,) = ports
+    assert port < result["ephemeral_range"][0], (port, result["ephemeral_range"])
 
 
 def test_a_training_script_that_fails_raises_as_a_function_does(in_image):

@@ -11,11 +11,13 @@ that kept the last writer's value would return another rank's.
 """
 import json
 import sys
+from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 SUMMARY = "distributors "
 LINES_PER_RANK = 500
+EPHEMERAL_RANGE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 
 
 def rank_of_this_process(pause: float = 2.0) -> int:
@@ -30,7 +32,8 @@ def rank_of_this_process(pause: float = 2.0) -> int:
     if rank != 0:
         time.sleep(pause)  # rank 0 writes first; any other writer would come after it
     dist.destroy_process_group()
-    print(f"rank {rank} of {os.environ['WORLD_SIZE']} returns {rank}", flush=True)
+    print(f"rank {rank} of {os.environ['WORLD_SIZE']} returns {rank} (rendezvous port {os.environ['MASTER_PORT']})",
+          flush=True)
     return rank
 
 
@@ -86,7 +89,8 @@ def main(case: str) -> dict:
     if case == "torch-barrier":
         builder.getOrCreate()
         return {"returned": [TorchDistributor(num_processes=2, local_mode=False, use_gpu=False)
-                             .run(rank_of_this_process)]}
+                             .run(rank_of_this_process)],
+                "ephemeral_range": [int(port) for port in EPHEMERAL_RANGE.read_text().split()]}
     if case == "torch-failing-script":
         import tempfile
 

@@ -214,7 +214,8 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
     gpu = write_build_context(matrix.flavor("gpu-cu13"), SourceOptions(), tmp_path / "gpu")
     pyspark = ["pyspark-4.3.0-daemon-closed-reader.patch", "pyspark-4.3.0-distributor-rank0-output.patch",
                "pyspark-4.3.0-distributor-whole-gpus.patch",
-               "pyspark-4.3.0-reap-stopped-wrapper.patch", "pyspark-4.3.0-script-exit-status.patch",
+               "pyspark-4.3.0-reap-stopped-wrapper.patch", "pyspark-4.3.0-rendezvous-port-below-ephemeral.patch",
+               "pyspark-4.3.0-script-exit-status.patch",
                "pyspark-4.3.0-streamed-line-once.patch", "pyspark-4.3.0-unbuffered-ranks.patch"]
     assert sorted(path.name for path in (gpu / "patches").iterdir()) == [
         "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-current-toolchains.patch",

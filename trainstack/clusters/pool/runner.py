@@ -9,7 +9,7 @@ from typing import Any, Callable
 import docker
 import docker.errors
 
-from trainrun.machine import pick_free_port
+from trainrun.ports import pick_free_port
 from trainstack.clusters.containers import ClusterError, network_kwargs, removed_on_failure
 from trainstack.console import report
 from trainstack.docker_client import connect, require_built_image, share_directory

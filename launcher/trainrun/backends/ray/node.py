@@ -31,7 +31,8 @@ import sys
 from typing import Mapping, Sequence
 
 from ...engines.ray import ray_cli
-from ...machine import interface_for_address, pick_free_port
+from ...machine import interface_for_address
+from ...ports import pick_free_port
 from ...proctree import descendants, terminate
 from ..spark.ray_on_spark import NODE_SHARE_OF_MEMORY, OBJECT_STORE_SHARE
 

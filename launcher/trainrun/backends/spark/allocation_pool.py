@@ -40,7 +40,7 @@ from ...containers import ContainerRoute, container_route
 from ...engines.slurm import Allocation, home_cache, srun_head
 from ...errors import UsageError
 from ...image_contract import DISCOVERY_SCRIPT_PATH
-from ...machine import pick_free_port
+from ...ports import pick_free_port
 from ...notebook.session import POOL_MASTER_ENV, POOL_TEMPLATE_ENV
 from ...proctree import signal_and_wait, terminate
 from ...validate import spark_conf_item
