@@ -125,7 +125,7 @@ def build_image(
     _ensure_base_image(client, flavor.base_image)
     builder = choose_builder(client)
     context = write_build_context(flavor, sources, BUILD_DIR / flavor.name, buildkit=builder.buildkit)
-    progress(builder.line())
+    progress(builder.line(no_cache))
     if builder.buildkit:
         image_id, steps = _build_in_two_phases(client, builder, context, flavor.name, no_cache, progress)
     else:
@@ -279,9 +279,12 @@ class Builder:
     cli: str | None = None
     buildx: bool = False
 
-    def line(self) -> str:
+    def line(self, no_cache: bool = False) -> str:
+        """What builds what, and why; with `no_cache`, the image's system stage has no cache to come from, so it is
+        built after the builder stages, not beside them (_build_in_two_phases)."""
+        where = "after them: --no-cache" if no_cache else "beside them"
         how = (f"BuildKit through {self.cli} for the builder stages, classic for the image's own (its {IMAGE_OS_STAGE} "
-               "stage beside them)"
+               f"stage {where})"
                if self.buildkit else "classic, through the docker SDK")
         return f"builder: {how}: {self.why}\n"
 

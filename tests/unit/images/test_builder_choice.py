@@ -44,6 +44,7 @@ def test_debians_docker_20_10_builds_with_buildkit_where_the_docker_on_path_lack
         "stage beside them): docker "
         "20.10 with DOCKER_BUILDKIT=1 (engine 20.10.24+dfsg1): independent stages build at once, pip's downloads come "
         "from a cache mount\n")
+    assert "(its image-os stage after them: --no-cache): docker 20.10" in chosen.line(no_cache=True)
 
 
 def test_a_cli_with_buildx_builds_through_buildx(monkeypatch):
