@@ -14,22 +14,25 @@ from trainstack.image.workflows import WORKFLOWS, summary
 # test_estimator_predictions fits and transforms both estimators.
 # So do the Keras twins of Horovod rows that CI keeps (Keras 2 through tf_keras; plain mpirun, as trainrun's Keras row
 # trains it), to keep a fresh machine's CI under the hour.
-# Lightning, the Hugging Face Trainer and MLflow keep in CI one row each under trainrun torch (Lightning's DDP, the
-# Trainer, Lightning's MLflow autologging; test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows
-# under TorchDistributor, with DeepSpeed, accelerate launch, PEFT, the Trainer's autologging and the distributors'
-# rank-0 logging run under --long, to keep a fresh machine's CI under the hour. So does DeepspeedTorchDistributor on
+# Lightning and the Hugging Face Trainer keep in CI one row each under trainrun torch (Lightning's DDP, the Trainer;
+# test_lightning_hf adds a LightningModule in a %%trainrun cell): their rows under TorchDistributor, with DeepSpeed,
+# accelerate launch, PEFT, MLflow's autologging (Lightning's and the Trainer's) and the distributors' rank-0 logging
+# run under --long, to keep a fresh machine's CI under the hour; in CI, test_mlflow_tracking logs HorovodRunner's
+# rank 0 through MLflow's server and reads the run back in its UI. So does DeepspeedTorchDistributor on
 # a local-cluster master (its script row stays in CI), and the Ray Train rows under trainrun ray, on Ray on Spark and on
 # one host (Ray on Spark's own row stays in CI; trainrun ray runs a driver on one host in the integration tier, and
 # Ray Train's example across two nodes in test_slurm's Ray line). The distributors' local-mode rows and DeepSpeed's own launcher
 # run under --long too: in CI, test_distributors runs TorchDistributor(local_mode=True) and DeepspeedTorchDistributor,
-# and test_deepspeed_launch the `deepspeed` launcher on one node and across two containers.
+# and test_deepspeed_launch the `deepspeed` launcher on one node and across two containers. TorchDistributor's function
+# row on local[2] is --long too: its script row stays, and test_distributors returns rank 0's value from a function on
+# barrier tasks.
 LONG_WORKFLOWS = ("horovod-spark-estimator", "horovod-spark-keras-estimator", "horovod-spark-keras-estimator-legacy",
                   "horovod-keras-legacy", "horovod-keras-mpirun", "lightning-distributor-local",
                   "lightning-distributor-local-cluster", "hf-trainer-distributor", "hf-trainer-deepspeed-trainrun",
                   "hf-trainer-deepspeed-distributor", "accelerate-launch", "peft-lora", "mlflow-transformers-autolog",
                   "torch-distributor-mlflow", "horovod-runner-mlflow", "deepspeed-distributor-local-cluster",
                   "torch-distributor-local", "deepspeed-distributor-local", "deepspeed-zero3-launcher",
-                  "ray-train-on-spark-trainrun", "ray-train-trainrun")
+                  "ray-train-on-spark-trainrun", "ray-train-trainrun", "torch-distributor", "mlflow-lightning-autolog")
 
 # spark.executor.memory's default, which the Ray on Spark row leaves (its local-cluster workers offer 2 cores each).
 EXECUTOR_MEMORY = 1024 ** 3

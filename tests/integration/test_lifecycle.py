@@ -36,8 +36,14 @@ NEEDS = {"torch": requires(torch=True), "mpi": requires(mpirun=True), "spark": r
 WITHIN = 30.0
 
 
+# Long (40 s): --timeout after a rank's failure on a Spark barrier stage; CI runs it under torchrun and mpirun, and
+# the Spark stage's own endings in the other scenarios.
+LONG_CASES = {("spark", "rank-fails-then-timeout")}
+
+
 def cases() -> list:
-    return [pytest.param(backend, scenario, marks=NEEDS[backend], id=f"{backend}-{scenario}")
+    return [pytest.param(backend, scenario, id=f"{backend}-{scenario}",
+                         marks=[NEEDS[backend], *([pytest.mark.long] if (backend, scenario) in LONG_CASES else [])])
             for backend in NEEDS for scenario in FAULTS]
 
 

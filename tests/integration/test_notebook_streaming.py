@@ -20,7 +20,10 @@ from launch_helpers import leftover_processes
 pytest.importorskip("jupyter_client")
 pytest.importorskip("ipykernel")
 
-pytestmark = pytest.mark.timeout(900)
+# Long (a minute): CI times the same ways, and HorovodRunner's and DeepSpeed's, in the image's own kernel
+# (tests/image/test_notebook_streaming_in_image.py), and a kernel's job ending with nothing left in
+# test_notebook_magics and test_notebook_job_ends.
+pytestmark = [pytest.mark.timeout(900), pytest.mark.long]
 
 MEASURE = Path(__file__).parents[1] / "image" / "units" / "stream_delays.py"
 
