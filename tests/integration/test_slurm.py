@@ -173,18 +173,29 @@ def test_the_quickstarts_ray_line_trains_across_both_nodes_and_leaves_no_ray_pro
     assert got["ranks"] == 2 and len(set(got["rank_nodes"])) == 2 and got["accuracy"] > 0.9, output
     assert [node["cpus"] for node in got["ray_nodes"]] == [1.0, 1.0], output
     assert "2 nodes up (n1, n2)" in output and "exit code 0" in output, output
-    assert not ray_processes_after(10), "Ray processes left"
+    assert not ray_processes_after(10, cluster), "Ray processes left"
 
 
-def ray_processes_after(seconds: float) -> list[str]:
-    """The Ray processes still running after up to `seconds` (a stopped node's last processes are reaped shortly)."""
+def ray_processes_after(seconds: float, cluster: LoopbackSlurm) -> list[str]:
+    """The cluster's Ray processes still running after up to `seconds` (a stopped node's last processes are reaped
+    shortly): those in a node's mount namespace or this host's, not a container's of the image tier, which
+    `./dev test` runs beside this one."""
+    ours = {*cluster.node_namespaces, os.readlink("/proc/self/ns/mnt")}
     deadline = time.monotonic() + seconds
     while True:
-        left = subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray.util.client.server|ray start"],
-                              capture_output=True, text=True).stdout.splitlines()
+        left = [line for line in subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray.util.client.server|ray start"],
+                                                capture_output=True, text=True).stdout.splitlines()
+                if mount_namespace(line.split()[0]) in ours]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.5)
+
+
+def mount_namespace(pid: str) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
 
 
 @pytest.mark.parametrize("line", HOST_LINES, ids=[line.name for line in HOST_LINES])
@@ -405,7 +416,7 @@ def test_the_quickstarts_ray_on_spark_line_sizes_a_ray_node_per_executor_of_the_
     assert [node["cpus"] for node in workers] == [1.0, 1.0] and all(node["memory"] < 2**30 for node in workers), got
     no_pool_left(next(line.split()[-1] for line in result.stderr.splitlines() if "Granted job allocation" in line),
                  before)
-    assert not ray_processes_after(10), "Ray processes left"
+    assert not ray_processes_after(10, cluster), "Ray processes left"
 
 
 def pool_folders() -> set[Path]:

@@ -317,7 +317,7 @@ GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks
 })
 @reports_errors
 def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstream=False, long=False):
-    """Run the tests (one tier, or all); --upstream: Horovod's and PySpark's own suites in the cpu image instead;
+    """Run the tests (one tier, or all: the image tier beside the others, trainstack/test_tiers.py); --upstream: Horovod's and PySpark's own suites in the cpu image instead;
     --long: the long integration and image tests instead."""
     if tier is not None and tier not in TEST_TIERS:
         raise bad_value("--tier", tier, "is not a test tier", ", ".join(TEST_TIERS))
@@ -340,6 +340,8 @@ def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstre
               env={"TRAINSTACK_TEST_GPU_IMAGE": gpu_image, "TRAINSTACK_TEST_IMAGE": gpu_image},
               pty=sys.stdout.isatty())
         return
+    if tier is None:
+        c.run(f"{sys.executable} -m trainstack.test_tiers {pytest_args}", pty=sys.stdout.isatty())
+        return
     # A tier's own folder as well as its marker: collecting the other tiers would import what they need.
-    selection = f"tests/{tier} -m {tier}" if tier else "tests"
-    c.run(f"{sys.executable} -m pytest {selection} {pytest_args}", pty=sys.stdout.isatty())
+    c.run(f"{sys.executable} -m pytest tests/{tier} -m {tier} {pytest_args}", pty=sys.stdout.isatty())

@@ -1,0 +1,62 @@
+"""Every test tier in two pytest runs at once: the image tier beside the integration and unit tiers.
+
+On 2 cores the tiers leave each other room: the integration tier spends much of its time waiting (Slurm's scheduler,
+timeouts, a JVM's start), and the image tier in containers. Run one after another they took 46 minutes here; at once,
+34 (docs/contributing/testing.md). Each run's lines are marked with its tiers; the exit code is the first failing
+run's, else 0.
+
+    python -m trainstack.test_tiers [PYTEST ARGS]
+
+Arguments that name tests (a path under tests/) run in one pytest, as `pytest ARGS` would."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from typing import IO, Sequence
+
+TOGETHER = (("image", ["tests/image"]), ("integration+unit", ["tests/integration", "tests/unit"]))
+
+
+def names_tests(args: Sequence[str]) -> bool:
+    return any(arg == "tests" or arg.startswith(("tests/", "./tests")) for arg in args)
+
+
+def run_tiers(args: Sequence[str], out: IO[str] = sys.stdout) -> int:
+    """The tiers' runs at once, each line of theirs marked `[tiers]`; the first failing run's exit code, else 0."""
+    if names_tests(args):
+        return subprocess.run([sys.executable, "-m", "pytest", *args]).returncode
+    lock = threading.Lock()
+    # In this process group, so that Ctrl-C or a stop of the group reaches both runs as it reaches pytest alone.
+    runs = [(name, subprocess.Popen([sys.executable, "-m", "pytest", *paths, *args], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, bufsize=1,
+                                    env={**os.environ, "PYTHONUNBUFFERED": "1"}))
+            for name, paths in TOGETHER]
+
+    def relay(name: str, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            with lock:
+                out.write(f"[{name}] {line}")
+                out.flush()
+
+    relays = [threading.Thread(target=relay, args=run, daemon=True) for run in runs]
+    for thread in relays:
+        thread.start()
+    codes = []
+    for _, process in runs:
+        while True:
+            try:
+                codes.append(process.wait())
+                break
+            except KeyboardInterrupt:  # the runs got the same SIGINT: wait for their summaries
+                continue
+    for thread in relays:
+        thread.join(timeout=10)
+    for (name, _), code in zip(runs, codes):
+        out.write(f"[{name}] pytest exited {code}\n")
+    return next((code for code in codes if code != 0), 0)
+
+
+if __name__ == "__main__":
+    sys.exit(run_tiers(sys.argv[1:]))
