@@ -361,7 +361,8 @@ def processes_of_job(job_id: str, node: str | None = None) -> dict[int, str]:
     return found
 
 
-@pytest.mark.long  # CI runs `trainrun spark` on an allocation's pool in the quickstart's line and the failed rank's test
+# Long: CI runs `trainrun spark` on an allocation's pool in the quickstart's line and the failed rank's test.
+@pytest.mark.long
 def test_trainrun_spark_inside_salloc_runs_its_barrier_job_on_a_pool_across_both_nodes(cluster, work) -> None:
     """No --master inside an allocation: trainrun starts a Spark pool for the job (master here, a worker on each
     node through srun, a secret of the job's own), runs the barrier stage on it and stops it."""

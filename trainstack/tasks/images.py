@@ -317,8 +317,9 @@ GPU_BUILD_TESTS = ("tests/image/test_gpu_image.py", "tests/image/test_frameworks
 })
 @reports_errors
 def test(c, tier=None, pytest_args="", gpu_build=False, gpu_flavor="gpu", upstream=False, long=False):
-    """Run the tests (one tier, or all: the image tier beside the others, trainstack/test_tiers.py); --upstream: Horovod's and PySpark's own suites in the cpu image instead;
-    --long: the long integration and image tests instead."""
+    """Run the tests (one tier, or all: the image tier beside the others, trainstack/test_tiers.py); --upstream:
+    Horovod's and PySpark's own suites in the cpu image instead; --long: the long integration and image tests
+    instead."""
     if tier is not None and tier not in TEST_TIERS:
         raise bad_value("--tier", tier, "is not a test tier", ", ".join(TEST_TIERS))
     if long:
