@@ -103,7 +103,7 @@ def rows_in_image(image: str, backends: list[str], scenarios: list[str]) -> tupl
 
 def pool_worker_killed_row(image: str) -> dict:
     # trainstack is host tooling; this script also runs inside the image (--image), where it is absent.
-    from trainrun.machine import pick_free_port
+    from trainrun.ports import pick_free_port
     from trainstack import docker_client
     from trainstack.clusters import pool
     from trainstack.clusters.pool.layout import POOL_LABEL
