@@ -1,8 +1,11 @@
-"""trainstack.test_tiers: the image tier's pytest beside the integration and unit tiers', each line marked with its
-run, the exit code a failing run's; arguments naming tests run one pytest."""
+"""trainstack.test_tiers: the image tier's pytest beside the integration and unit tiers' (with the image modules that
+balance the two), each line marked with its run, the exit code a failing run's; arguments naming tests run one
+pytest."""
 import subprocess
 import sys
 from pathlib import Path
+
+from trainstack.test_tiers import IMAGE_MODULES_WITH_THE_OTHERS
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -13,6 +16,8 @@ def project(root: Path, failing: str) -> Path:
         folder.mkdir(parents=True)
         body = "assert False" if tier == failing else "assert True"
         (folder / f"test_{tier}_tier.py").write_text(f"def test_{tier}():\n    {body}\n")
+    for module in IMAGE_MODULES_WITH_THE_OTHERS:
+        (root / module).write_text("def test_balanced():\n    assert True\n")
     return root
 
 
@@ -25,12 +30,14 @@ def test_the_tiers_run_at_once_each_line_marked_and_a_failure_is_the_exit_code(t
     done = tiers(project(tmp_path, failing="unit"))
     assert done.returncode == 1, done.stdout
     lines = done.stdout.splitlines()
+    others = 2 + len(IMAGE_MODULES_WITH_THE_OTHERS)
     assert any(line.startswith("[image] ") and "1 passed" in line for line in lines), done.stdout
-    assert any(line.startswith("[integration+unit] ") and "1 failed, 1 passed" in line for line in lines), done.stdout
-    assert lines[-2:] == ["[image] pytest exited 0", "[integration+unit] pytest exited 1"], done.stdout
+    assert any(line.startswith("[others] ") and f"1 failed, {others - 1} passed" in line for line in lines), \
+        done.stdout
+    assert lines[-2:] == ["[image] pytest exited 0", "[others] pytest exited 1"], done.stdout
 
 
 def test_arguments_naming_tests_run_one_pytest(tmp_path: Path) -> None:
     done = tiers(project(tmp_path, failing="image"), "tests/unit")
     assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout
-    assert not any(line.startswith(("[image]", "[integration+unit]")) for line in done.stdout.splitlines()), done.stdout
+    assert not any(line.startswith(("[image]", "[others]")) for line in done.stdout.splitlines()), done.stdout
