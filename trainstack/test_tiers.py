@@ -30,7 +30,8 @@ def names_tests(args: Sequence[str]) -> bool:
 
 
 def run_tiers(args: Sequence[str], out: IO[str] = sys.stdout) -> int:
-    """The tiers' runs at once, each line of theirs marked `[tiers]`; the first failing run's exit code, else 0."""
+    """The runs of TOGETHER at once, each line marked with its run's name; the first failing run's exit code, else
+    0."""
     if names_tests(args):
         return subprocess.run([sys.executable, "-m", "pytest", *args]).returncode
     lock = threading.Lock()

@@ -25,7 +25,8 @@ import pytest
 
 import slurm_pages
 from fault_harness import wait_for_files
-from loopback_slurm import CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm
+from loopback_slurm import (CROSS_NODE_MPI_ENV, PACKAGES, PMIX_LIBRARY, LoopbackSlurm, loopback_slurm,
+                            mount_namespace)
 
 pytestmark = [
     pytest.mark.timeout(300),
@@ -180,7 +181,7 @@ def ray_processes_after(seconds: float, cluster: LoopbackSlurm) -> list[str]:
     """The cluster's Ray processes still running after up to `seconds` (a stopped node's last processes are reaped
     shortly): those in a node's mount namespace or this host's, not a container's of the image tier, which
     `./dev test` runs beside this one."""
-    ours = {*cluster.node_namespaces, os.readlink("/proc/self/ns/mnt")}
+    ours = {*cluster.node_namespaces, mount_namespace("self")}
     deadline = time.monotonic() + seconds
     while True:
         left = [line for line in subprocess.run(["pgrep", "-af", "raylet|gcs_server|ray.util.client.server|ray start"],
@@ -189,13 +190,6 @@ def ray_processes_after(seconds: float, cluster: LoopbackSlurm) -> list[str]:
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.5)
-
-
-def mount_namespace(pid: str) -> str | None:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/mnt")
-    except OSError:
-        return None
 
 
 @pytest.mark.parametrize("line", HOST_LINES, ids=[line.name for line in HOST_LINES])

@@ -167,8 +167,8 @@ def run_fault(backend: str, scenario: str, report_dir: Path, limit: float = 240)
         run = _run_fault_once(backend, scenario, directory, limit, timeout=room + 2)
         if run.rank_1_up_in_time:
             return run
-        warnings.warn(f"{backend} {scenario}: rank 1 was not up {room:g} s after the start; run again with "
-                      f"{room * 2:g} s")
+        warnings.warn(f"{backend} {scenario}: rank 1 was not up in time to fail before --timeout {room + 2:g}s; "
+                      f"run again with --timeout {room * 2 + 2:g}s")
         room *= 2
     return run
 

@@ -154,11 +154,7 @@ class LoopbackSlurm:
         """What outlived its slurmd in a node's mount namespace (a slurmstepd of a step whose tasks hung in PMIx):
         every such process is killed, so that nothing of the cluster is left running."""
         for proc in Path("/proc").glob("[0-9]*"):
-            try:
-                namespace = os.readlink(proc / "ns/mnt")
-            except OSError:
-                continue
-            if namespace in self.node_namespaces:
+            if mount_namespace(proc.name) in self.node_namespaces:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(int(proc.name), signal.SIGKILL)
 
@@ -228,6 +224,14 @@ def loopback_slurm() -> Iterator[LoopbackSlurm]:
     finally:
         cluster.stop()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def mount_namespace(pid: int | str) -> str | None:
+    """The process's mount namespace (`mnt:[N]`), or None once it has ended."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/mnt")
+    except OSError:
+        return None
 
 
 def shared_under_tmp(paths: list[Path]) -> list[Path]:
