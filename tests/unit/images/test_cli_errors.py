@@ -42,7 +42,7 @@ def invoke(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
          "error: --set java.apt_package = 'x; echo INJ': is not an image, flavor, component or package name "
          "(valid: an image, flavor, component or package name, with no whitespace, quotes or shell metacharacters)\n"),
         (["build", "--set", "horovod.patch=/etc/passwd"],
-         "error: --set horovod.patch.0 = '/etc/passwd': is not a file in images/patches/ (valid: horovod-0.28.1-current-frameworks.patch, "),
+         "error: --set horovod.patch.0 = '/etc/passwd': is not a file in images/patches/ (valid: horovod-0.28.1-common-once.patch, "),
         (["build", "--set", "torch.version=1.0-foo-bar"],
          "error: --set torch.version = '1.0-foo-bar': is not a version (PEP 440) "
          "(valid: a version, e.g. 2.10.0 or 2.13.0+cpu)\n"),

@@ -227,7 +227,7 @@ def test_build_context_holds_only_the_flavors_patches(matrix, tmp_path):
     cpu = write_build_context(matrix.flavor("cpu"), SourceOptions(), tmp_path / "cpu")
     assert sorted(path.name for path in (cpu / "patches").iterdir()) == [
         "deepspeed-0.19.8-debug-info-option.patch", "deepspeed-0.19.8-numa-count-once.patch",
-        "deepspeed-0.19.8-portable-cpu-ops.patch",
+        "deepspeed-0.19.8-portable-cpu-ops.patch", "horovod-0.28.1-common-once.patch",
         "horovod-0.28.1-current-frameworks.patch", "horovod-0.28.1-current-toolchains.patch",
         "horovod-0.28.1-estimator-predictions.patch", "horovod-0.28.1-gloo-once.patch",
         "horovod-0.28.1-keras-sparse-labels.patch", "horovod-0.28.1-keras3.patch",
