@@ -4,7 +4,8 @@ a few image modules so that both runs end at about the same time.
 On 2 cores the tiers leave each other room: the integration tier spends much of its time waiting (Slurm's scheduler,
 timeouts, a JVM's start), and the image tier in containers. Run one after another they took 46 minutes here; at once,
 34 (docs/contributing/testing.md). Each run's lines are marked with its name (`[image]`, `[others]`); the exit code
-is the first failing run's, else 0.
+is the first failing run's, else 0. A `[tiers]` line before the exit codes gives the runs' minutes and how busy they
+kept the host's CPUs.
 
     python -m trainstack.test_tiers [PYTEST ARGS]
 
@@ -15,7 +16,10 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from typing import IO, Sequence
+
+from trainstack.image.build_timing import host_cpu_seconds
 
 # Under .ci/run the image tier took 39.5 minutes beside the others' 27.7; these modules took 4.2 of its 27.3 minutes
 # when it ran alone, and each starts its own containers.
@@ -35,6 +39,7 @@ def run_tiers(args: Sequence[str], out: IO[str] = sys.stdout) -> int:
     if names_tests(args):
         return subprocess.run([sys.executable, "-m", "pytest", *args]).returncode
     lock = threading.Lock()
+    started, started_cpu = time.monotonic(), host_cpu_seconds()
     # In this process group, so that Ctrl-C or a stop of the group reaches both runs as it reaches pytest alone.
     runs = [(name, subprocess.Popen([sys.executable, "-m", "pytest", *paths, *args], stdout=subprocess.PIPE,
                                     stderr=subprocess.STDOUT, text=True, bufsize=1,
@@ -60,6 +65,10 @@ def run_tiers(args: Sequence[str], out: IO[str] = sys.stdout) -> int:
                 continue
     for thread in relays:
         thread.join(timeout=10)
+    # How much of the machine the runs left idle: room for a third run, or none.
+    elapsed = time.monotonic() - started
+    busy = (host_cpu_seconds() - started_cpu) / (elapsed * (os.cpu_count() or 1))
+    out.write(f"[tiers] {elapsed / 60:.1f} minutes, the host's {os.cpu_count()} cores busy {busy:.0%} of it\n")
     for (name, _), code in zip(runs, codes):
         out.write(f"[{name}] pytest exited {code}\n")
     return next((code for code in codes if code != 0), 0)

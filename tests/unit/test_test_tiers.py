@@ -1,6 +1,7 @@
 """trainstack.test_tiers: the image tier's pytest beside the integration and unit tiers' (with the image modules that
 balance the two), each line marked with its run, the exit code a failing run's; arguments naming tests run one
 pytest."""
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -35,6 +36,7 @@ def test_the_tiers_run_at_once_each_line_marked_and_a_failure_is_the_exit_code(t
     assert any(line.startswith("[others] ") and f"1 failed, {others - 1} passed" in line for line in lines), \
         done.stdout
     assert lines[-2:] == ["[image] pytest exited 0", "[others] pytest exited 1"], done.stdout
+    assert re.fullmatch(r"\[tiers\] \d+\.\d minutes, the host's \d+ cores busy \d+% of it", lines[-3]), done.stdout
 
 
 def test_arguments_naming_tests_run_one_pytest(tmp_path: Path) -> None:
