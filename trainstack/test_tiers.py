@@ -34,8 +34,8 @@ def names_tests(args: Sequence[str]) -> bool:
 
 
 def run_tiers(args: Sequence[str], out: IO[str] = sys.stdout) -> int:
-    """The runs of TOGETHER at once, each line marked with its run's name; the first failing run's exit code, else
-    0."""
+    """The runs of TOGETHER at once, each line marked with its run's name, then a `[tiers]` line of their minutes and
+    CPU; the first failing run's exit code, else 0."""
     if names_tests(args):
         return subprocess.run([sys.executable, "-m", "pytest", *args]).returncode
     lock = threading.Lock()
@@ -66,9 +66,9 @@ def run_tiers(args: Sequence[str], out: IO[str] = sys.stdout) -> int:
     for thread in relays:
         thread.join(timeout=10)
     # How much of the machine the runs left idle: room for a third run, or none.
-    elapsed = time.monotonic() - started
-    busy = (host_cpu_seconds() - started_cpu) / (elapsed * (os.cpu_count() or 1))
-    out.write(f"[tiers] {elapsed / 60:.1f} minutes, the host's {os.cpu_count()} cores busy {busy:.0%} of it\n")
+    elapsed, cores = time.monotonic() - started, os.cpu_count() or 1
+    busy = (host_cpu_seconds() - started_cpu) / (elapsed * cores)
+    out.write(f"[tiers] {elapsed / 60:.1f} minutes, the host's {cores} cores busy {busy:.0%} of it\n")
     for (name, _), code in zip(runs, codes):
         out.write(f"[{name}] pytest exited {code}\n")
     return next((code for code in codes if code != 0), 0)
