@@ -66,7 +66,7 @@ def test_no_ca_bundle_or_proxy_in_history(docker_client, image):
 
 def test_no_layer_holds_the_build_ca_bundle(docker_client, image):
     """Scans every layer of the image for the bundle's path or its exact bytes: in the engine's own layer folders
-    where this host can read them (3 s here), else in the saved image's layer tars (48 s, most of it docker save)."""
+    where this host can read them (2 s here), else in the saved image's layer tars (48 s, most of it docker save)."""
     with open(CA_BUNDLE, "rb") as bundle_file:
         bundle = bundle_file.read()
     folders = overlay2_layer_folders(image)
@@ -84,21 +84,29 @@ def overlay2_layer_folders(image) -> list[str]:
     return folders if driver.get("Name") == "overlay2" and folders and readable else []
 
 
+def names_the_bundle(path: str) -> bool:
+    return "build-ca" in path or "ca-bundle.crt" in path
+
+
 def bundle_in_folders(folders: list[str], bundle: bytes) -> list[str]:
     found = []
     for folder in folders:
         for root, dirs, files in os.walk(folder):
-            for name in [*dirs, *files]:
+            for name in dirs:
+                relative = os.path.relpath(os.path.join(root, name), folder)
+                if names_the_bundle(relative):
+                    found.append(relative)
+            for name in files:
                 path = os.path.join(root, name)
                 relative = os.path.relpath(path, folder)
-                if "build-ca" in relative or "ca-bundle.crt" in relative:
+                if names_the_bundle(relative) or holds_the_bundle(path, bundle):
                     found.append(relative)
-                elif name in files:
-                    status = os.lstat(path)
-                    if stat.S_ISREG(status.st_mode) and status.st_size == len(bundle) and \
-                            Path(path).read_bytes() == bundle:
-                        found.append(relative)
     return found
+
+
+def holds_the_bundle(path: str, bundle: bytes) -> bool:
+    status = os.lstat(path)
+    return stat.S_ISREG(status.st_mode) and status.st_size == len(bundle) and Path(path).read_bytes() == bundle
 
 
 def bundle_in_saved_layers(docker_client, image, bundle: bytes) -> list[str]:
@@ -113,7 +121,7 @@ def bundle_in_saved_layers(docker_client, image, bundle: bytes) -> list[str]:
         try:
             layer = tarfile.open(fileobj=layer_data, mode="r|")
             for entry in layer:
-                if "build-ca" in entry.name or "ca-bundle.crt" in entry.name:
+                if names_the_bundle(entry.name):
                     found.append(entry.name)
                 elif entry.isfile() and entry.size == len(bundle) and layer.extractfile(entry).read() == bundle:
                     found.append(entry.name)
